@@ -1,0 +1,9 @@
+//! JSON values with the SPEC §2 semantics: exact decimal numbers, code-point strings
+//! (lone surrogates kept, as `JSON.parse` keeps them), JS property order, last duplicate wins.
+
+pub mod canonical;
+pub mod parse;
+pub mod value;
+
+pub use parse::{parse, ParseError};
+pub use value::{Number, Object, Str, Value};

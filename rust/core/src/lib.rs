@@ -1,0 +1,12 @@
+//! trajgrade-core: decode traces and suites, grade them exactly as shared/SPEC.md says.
+
+pub mod proto {
+    //! Messages generated from proto/trajgrade/v1 by prost (and pbjson for the JSON mapping).
+    #![allow(clippy::all, clippy::pedantic)]
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/trajgrade.v1.rs"));
+        include!(concat!(env!("OUT_DIR"), "/trajgrade.v1.serde.rs"));
+    }
+}
+
+pub mod json;
