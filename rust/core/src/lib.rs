@@ -10,3 +10,6 @@ pub mod proto {
 }
 
 pub mod json;
+
+pub mod expr;
+pub mod regex_js;
