@@ -13,3 +13,19 @@ pub mod json;
 
 pub mod expr;
 pub mod regex_js;
+
+pub mod args;
+pub mod assertions;
+pub mod batch;
+pub mod error;
+pub mod glob;
+pub mod grade;
+pub mod limits;
+pub mod matching;
+pub mod suite;
+pub mod trace;
+
+pub use batch::Grader;
+pub use error::{CoreError, Reason, SuiteProblem};
+pub use limits::Limits;
+pub use suite::CompiledSuite;

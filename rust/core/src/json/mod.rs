@@ -2,7 +2,9 @@
 //! (lone surrogates kept, as `JSON.parse` keeps them), JS property order, last duplicate wins.
 
 pub mod canonical;
+pub mod compare;
 pub mod parse;
+pub mod path;
 pub mod value;
 
 pub use parse::{parse, ParseError};

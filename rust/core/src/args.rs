@@ -1,0 +1,324 @@
+//! Compiled argument matchers (`ArgsMatch`): modes, ignore paths, defaults, regex (§2, §9.3-9.5).
+use std::borrow::Cow;
+use std::fmt::Write;
+
+use crate::json::compare::{self, Mode};
+use crate::json::path::KeyPath;
+use crate::json::{self, Object, ParseError, Value};
+use crate::proto::v1::{ArgsMatch, MatchMode};
+use crate::regex_js::{JsRegex, RegexField};
+use crate::suite::Compiler;
+use crate::trace::{Args, TraceView};
+
+/// A compiled `ArgsMatch`.
+#[derive(Debug)]
+pub enum ArgsMatcher {
+    Compare(Comparison),
+    Regex {
+        regex: JsRegex,
+        shown: String,
+    },
+    /// Any arguments (names only).
+    Ignore,
+}
+
+/// EXACT / SUBSET / PARTIAL against a prepared expected value.
+#[derive(Debug)]
+pub struct Comparison {
+    mode: Mode,
+    /// Expected, with defaults (EXACT) and ignore paths already applied.
+    expected: Value,
+    ignore: Vec<KeyPath>,
+    defaults: Option<Object>,
+}
+
+/// How one call relates to a matcher.
+#[derive(Debug)]
+pub enum CallMatch<'t> {
+    Match,
+    /// Comparable but different: the count and first difference.
+    Mismatch(compare::Diff),
+    NotRecorded,
+    Invalid(&'t ParseError),
+}
+
+impl CallMatch<'_> {
+    /// Ranking key for the closest call (§9.7): comparable, then invalid, then not recorded;
+    /// then fewest differences.
+    pub fn rank(&self) -> (u8, usize) {
+        match self {
+            CallMatch::Match => (0, 0),
+            CallMatch::Mismatch(d) => (0, d.count),
+            CallMatch::Invalid(_) => (1, 0),
+            CallMatch::NotRecorded => (2, 0),
+        }
+    }
+}
+
+impl ArgsMatcher {
+    /// Validates and compiles `m` found at `path`; problems go to `c`.
+    pub fn compile(
+        m: &ArgsMatch,
+        path: &str,
+        allow_ignore: bool,
+        c: &mut Compiler<'_>,
+    ) -> Option<ArgsMatcher> {
+        let before = c.problem_count();
+        let mode = MatchMode::try_from(m.mode).unwrap_or(MatchMode::Unspecified);
+        let unused = |c: &mut Compiler<'_>, field: &str, set: bool, why: &str| {
+            if set {
+                c.problem(format!("{path}.{field}"), format!("{field} is not used {why}"));
+            }
+        };
+        match mode {
+            MatchMode::Ignore => {
+                if !allow_ignore {
+                    c.problem(
+                        format!("{path}.mode"),
+                        "MATCH_MODE_IGNORE is only valid for sequence steps and trajectory references",
+                    );
+                    return None;
+                }
+                let why = "with MATCH_MODE_IGNORE";
+                unused(c, "args_json", !m.args_json.is_empty(), why);
+                unused(c, "pattern", !m.pattern.is_empty(), why);
+                unused(c, "flags", !m.flags.is_empty(), why);
+                unused(c, "ignore", !m.ignore.is_empty(), why);
+                unused(c, "defaults_json", !m.defaults_json.is_empty(), why);
+                (c.problem_count() == before).then_some(ArgsMatcher::Ignore)
+            }
+            MatchMode::Regex => {
+                let why = "with MATCH_MODE_REGEX";
+                unused(c, "args_json", !m.args_json.is_empty(), why);
+                let mut regex = None;
+                if m.pattern.is_empty() {
+                    c.problem(
+                        format!("{path}.pattern"),
+                        "MATCH_MODE_REGEX needs a non-empty pattern",
+                    );
+                } else {
+                    match JsRegex::compile(&m.pattern, &m.flags, c.limits.max_regex_bytes) {
+                        Ok(r) => regex = Some(r),
+                        Err(e) => {
+                            let field = match e.field {
+                                RegexField::Pattern => "pattern",
+                                RegexField::Flags => "flags",
+                            };
+                            c.problem(format!("{path}.{field}"), e.message);
+                        }
+                    }
+                }
+                unused(c, "ignore", !m.ignore.is_empty(), why);
+                unused(c, "defaults_json", !m.defaults_json.is_empty(), why);
+                let regex = regex?;
+                (c.problem_count() == before).then(|| ArgsMatcher::Regex {
+                    regex,
+                    shown: format!("/{}/{}", m.pattern, m.flags),
+                })
+            }
+            MatchMode::Unspecified | MatchMode::Exact | MatchMode::Subset | MatchMode::Partial => {
+                let mode = match mode {
+                    MatchMode::Subset => Mode::Subset,
+                    MatchMode::Partial => Mode::Partial,
+                    _ => Mode::Exact,
+                };
+                let expected = parse_field(&m.args_json, &format!("{path}.args_json"), c);
+                if mode == Mode::Subset {
+                    if let Some(v) = &expected {
+                        if !matches!(v, Value::Object(_)) {
+                            c.problem(
+                                format!("{path}.args_json"),
+                                "MATCH_MODE_SUBSET needs a JSON object",
+                            );
+                        }
+                    }
+                }
+                let why = "by EXACT, SUBSET or PARTIAL (only by REGEX)";
+                unused(c, "pattern", !m.pattern.is_empty(), why);
+                unused(c, "flags", !m.flags.is_empty(), why);
+                let ignore = compile_paths(&m.ignore, &format!("{path}.ignore"), c);
+                let defaults = if m.defaults_json.is_empty() {
+                    None
+                } else {
+                    let field = format!("{path}.defaults_json");
+                    match parse_field(&m.defaults_json, &field, c) {
+                        Some(Value::Object(o)) => Some(o),
+                        Some(_) => {
+                            c.problem(field, "defaults_json must be a JSON object");
+                            None
+                        }
+                        None => None,
+                    }
+                };
+                let expected = expected?;
+                (c.problem_count() == before).then(|| {
+                    ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, defaults))
+                })
+            }
+        }
+    }
+
+    /// Matches call `i` of `t` (0-based).
+    pub fn check<'t>(&self, t: &'t TraceView<'_>, i: usize) -> CallMatch<'t> {
+        match self {
+            ArgsMatcher::Ignore => CallMatch::Match,
+            ArgsMatcher::Compare(cmp) => match t.args(i) {
+                Args::NotRecorded => CallMatch::NotRecorded,
+                Args::Invalid(e) => CallMatch::Invalid(e),
+                Args::Parsed(v) => cmp.check(v),
+            },
+            ArgsMatcher::Regex { regex, shown } => match t.args(i) {
+                Args::NotRecorded => CallMatch::NotRecorded,
+                Args::Invalid(e) => CallMatch::Invalid(e),
+                Args::Parsed(_) => {
+                    let text = t.canonical(i).unwrap_or_default();
+                    if regex.is_match(text) {
+                        CallMatch::Match
+                    } else {
+                        CallMatch::Mismatch(compare::Diff {
+                            count: 1,
+                            first: Some(format!("{shown} does not match {}", shorten(text))),
+                        })
+                    }
+                }
+            },
+        }
+    }
+
+    /// True when call `i` matches (no reason built).
+    pub fn is_match(&self, t: &TraceView<'_>, i: usize) -> bool {
+        match self {
+            ArgsMatcher::Ignore => true,
+            ArgsMatcher::Compare(cmp) => match t.args(i) {
+                Args::Parsed(v) => cmp.is_match(v),
+                _ => false,
+            },
+            ArgsMatcher::Regex { regex, .. } => t.canonical(i).is_some_and(|s| regex.is_match(s)),
+        }
+    }
+}
+
+impl Comparison {
+    /// Prepares the expected side: EXACT defaults fill it too (§9.3), then ignore paths apply.
+    pub fn new(
+        mode: Mode,
+        mut expected: Value,
+        ignore: Vec<KeyPath>,
+        defaults: Option<Object>,
+    ) -> Self {
+        if mode == Mode::Exact {
+            if let (Some(d), Value::Object(o)) = (&defaults, &mut expected) {
+                fill_defaults(o, d);
+            }
+        }
+        for p in &ignore {
+            p.remove_from(&mut expected);
+        }
+        Comparison { mode, expected, ignore, defaults }
+    }
+
+    pub fn is_match(&self, actual: &Value) -> bool {
+        compare::matches(&self.expected, &self.prepare(actual), self.mode)
+    }
+
+    pub fn check(&self, actual: &Value) -> CallMatch<'static> {
+        let actual = self.prepare(actual);
+        if compare::matches(&self.expected, &actual, self.mode) {
+            CallMatch::Match
+        } else {
+            CallMatch::Mismatch(compare::diff(&self.expected, &actual, self.mode))
+        }
+    }
+
+    /// Applies defaults then ignore paths to the actual side, copying only when they change it.
+    fn prepare<'v>(&self, actual: &'v Value) -> Cow<'v, Value> {
+        let mut out = Cow::Borrowed(actual);
+        if let (Some(d), Value::Object(o)) = (&self.defaults, actual) {
+            if d.iter().any(|(k, _)| !o.contains_key(k)) {
+                if let Value::Object(o) = out.to_mut() {
+                    fill_defaults(o, d);
+                }
+            }
+        }
+        for p in &self.ignore {
+            if p.present_in(&out) {
+                p.remove_from(out.to_mut());
+            }
+        }
+        out
+    }
+}
+
+fn fill_defaults(o: &mut Object, defaults: &Object) {
+    for (k, v) in defaults.iter() {
+        if !o.contains_key(k) {
+            o.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// Parses a JSON text field of a suite (`""` is `{}`); a problem names the parser position.
+pub fn parse_field(text: &str, field: &str, c: &mut Compiler<'_>) -> Option<Value> {
+    if text.len() > c.limits.max_argument_bytes {
+        c.problem(
+            field,
+            format!("{} bytes; the limit is {}", text.len(), c.limits.max_argument_bytes),
+        );
+        return None;
+    }
+    if text.is_empty() {
+        return Some(Value::Object(Object::new()));
+    }
+    match json::parse(text, c.limits.max_json_depth) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            c.problem(field, format!("invalid JSON: {e}"));
+            None
+        }
+    }
+}
+
+/// Compiles ignore paths found at `field` (`field[i]` names each problem).
+pub fn compile_paths(paths: &[String], field: &str, c: &mut Compiler<'_>) -> Vec<KeyPath> {
+    let mut out = Vec::with_capacity(paths.len());
+    for (i, p) in paths.iter().enumerate() {
+        match KeyPath::parse(p) {
+            Ok(k) => out.push(k),
+            Err(e) => c.problem(format!("{field}[{i}]"), e),
+        }
+    }
+    out
+}
+
+/// Describes why call `position` (1-based) did not match, for a reason sentence.
+pub fn describe(m: &CallMatch<'_>, position: usize) -> String {
+    let mut s = String::new();
+    match m {
+        CallMatch::Match => {
+            let _ = write!(s, "call {position} matches");
+        }
+        CallMatch::Mismatch(d) => {
+            let _ =
+                write!(s, "call {position}: {}", d.first.as_deref().unwrap_or("arguments differ"));
+        }
+        CallMatch::NotRecorded => {
+            let _ = write!(s, "call {position} has no recorded arguments");
+        }
+        CallMatch::Invalid(e) => {
+            let _ = write!(s, "call {position} has invalid JSON arguments ({e})");
+        }
+    }
+    s
+}
+
+fn shorten(text: &str) -> String {
+    const MAX: usize = 80;
+    if text.len() <= MAX {
+        return text.to_owned();
+    }
+    let mut cut = MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}

@@ -1,0 +1,68 @@
+//! `expression`: a CEL expression over `calls`, `answer` and `metadata` evaluates to true (§9.23).
+use super::{Check, Outcome};
+use crate::error::Reason;
+use crate::expr::{ExprCall, Expression};
+use crate::proto::v1::Expression as ExpressionMsg;
+use crate::suite::Compiler;
+use crate::trace::{Args, TraceView};
+
+pub struct ExpressionCheck {
+    source: String,
+    program: Expression,
+}
+
+impl std::fmt::Debug for ExpressionCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExpressionCheck").field("source", &self.source).finish_non_exhaustive()
+    }
+}
+
+impl ExpressionCheck {
+    pub fn compile(m: &ExpressionMsg, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        if m.expr.trim().is_empty() {
+            c.problem(format!("{path}.expr"), "expr is required");
+            return None;
+        }
+        match Expression::compile(&m.expr) {
+            Ok(program) => Some(ExpressionCheck { source: m.expr.clone(), program }),
+            Err(e) => {
+                c.problem(format!("{path}.expr"), e);
+                None
+            }
+        }
+    }
+}
+
+impl Check for ExpressionCheck {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        let calls: Vec<ExprCall<'_>> = t
+            .calls()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ExprCall {
+                name: &c.name,
+                args: match t.args(i) {
+                    Args::Parsed(v) => Some(v),
+                    _ => None,
+                },
+                result: c.result.as_deref().unwrap_or(""),
+                error: c.error,
+                position: (i + 1) as u32,
+            })
+            .collect();
+        let trace = t.trace();
+        match self.program.evaluate(&calls, &trace.final_answer, &trace.metadata) {
+            Ok(true) => Outcome::pass(vec![]),
+            Ok(false) => Outcome::fail(
+                Reason::ExpressionFalse,
+                format!("the expression `{}` is false", self.source),
+                vec![],
+            ),
+            Err(e) => Outcome::fail(
+                Reason::ExpressionError,
+                format!("the expression `{}` could not be evaluated: {e}", self.source),
+                vec![],
+            ),
+        }
+    }
+}

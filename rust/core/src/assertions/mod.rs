@@ -1,0 +1,179 @@
+//! Assertion kinds: one `Check` trait, one dispatch enum, one module per kind.
+use crate::error::Reason;
+use crate::grade::CompiledAssertion;
+use crate::proto::v1::{assertion, Assertion, Severity};
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+pub mod efficiency;
+pub mod expression;
+pub mod grounding;
+pub mod no_repeat;
+pub mod order;
+pub mod sequence;
+pub mod step_count;
+pub mod tool_args;
+pub mod tool_called;
+pub mod tool_count;
+pub mod tool_list;
+pub mod trajectory;
+
+/// The base (un-negated) result of one assertion on one trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub pass: bool,
+    /// Meaningful only when `pass` is false.
+    pub reason: Option<Reason>,
+    pub message: String,
+    /// 1-based call positions (§4 table).
+    pub positions: Vec<u32>,
+}
+
+impl Outcome {
+    pub fn pass(positions: Vec<u32>) -> Self {
+        Outcome { pass: true, reason: None, message: String::new(), positions }
+    }
+
+    pub fn fail(reason: Reason, message: String, positions: Vec<u32>) -> Self {
+        Outcome { pass: false, reason: Some(reason), message, positions }
+    }
+}
+
+/// One compiled assertion kind.
+pub trait Check {
+    /// Grades the trace; never panics on any input.
+    fn check(&self, t: &TraceView<'_>) -> Outcome;
+}
+
+/// Static dispatch over every kind.
+#[derive(Debug)]
+pub enum Kind {
+    ToolArgs(tool_args::ToolArgs),
+    Sequence(sequence::Sequence),
+    ToolList(tool_list::ToolList),
+    ToolCalled(tool_called::ToolCalled),
+    ToolCount(tool_count::ToolCount),
+    StepCount(step_count::StepCount),
+    Order(order::Order),
+    NoRepeat(no_repeat::NoRepeat),
+    Efficiency(efficiency::Efficiency),
+    Grounding(grounding::Grounding),
+    Trajectory(trajectory::Trajectory),
+    Expression(expression::ExpressionCheck),
+}
+
+impl Check for Kind {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        match self {
+            Kind::ToolArgs(k) => k.check(t),
+            Kind::Sequence(k) => k.check(t),
+            Kind::ToolList(k) => k.check(t),
+            Kind::ToolCalled(k) => k.check(t),
+            Kind::ToolCount(k) => k.check(t),
+            Kind::StepCount(k) => k.check(t),
+            Kind::Order(k) => k.check(t),
+            Kind::NoRepeat(k) => k.check(t),
+            Kind::Efficiency(k) => k.check(t),
+            Kind::Grounding(k) => k.check(t),
+            Kind::Trajectory(k) => k.check(t),
+            Kind::Expression(k) => k.check(t),
+        }
+    }
+}
+
+/// Validates and compiles one assertion at `path` (`assertions[i]`); problems go to `c`.
+pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<CompiledAssertion> {
+    use assertion::Kind as K;
+    let Some(kind) = &a.kind else {
+        c.problem(format!("{path}.kind"), "the assertion has no kind");
+        return None;
+    };
+    let (kind, default_name, soft_by_default) = match kind {
+        K::ToolCallArgs(m) => {
+            let k = tool_args::ToolArgs::compile(m, &format!("{path}.tool_call_args"), c)?;
+            let name = k.default_name();
+            (Kind::ToolArgs(k), name, false)
+        }
+        K::ToolSequence(m) => {
+            let k = sequence::Sequence::compile(m, &format!("{path}.tool_sequence"), c)?;
+            (Kind::Sequence(k), "tool_sequence".to_owned(), false)
+        }
+        K::AllowedTools(m) => {
+            let k = tool_list::ToolList::compile(m, &format!("{path}.allowed_tools"), true, c)?;
+            (Kind::ToolList(k), "no_unexpected_tool".to_owned(), false)
+        }
+        K::ForbiddenTools(m) => {
+            let k = tool_list::ToolList::compile(m, &format!("{path}.forbidden_tools"), false, c)?;
+            (Kind::ToolList(k), "no_forbidden_tool".to_owned(), false)
+        }
+        K::ToolCalled(m) => {
+            let k = tool_called::ToolCalled::compile(m, &format!("{path}.tool_called"), c)?;
+            let name = format!("tool_called:{}", m.tool);
+            (Kind::ToolCalled(k), name, false)
+        }
+        K::ToolCount(m) => {
+            let k = tool_count::ToolCount::compile(m, &format!("{path}.tool_count"), c)?;
+            let shown = if m.tool.is_empty() { &m.glob } else { &m.tool };
+            (Kind::ToolCount(k), format!("tool_count:{shown}"), false)
+        }
+        K::StepCount(m) => {
+            let k = step_count::StepCount::compile(m, &format!("{path}.step_count"), c)?;
+            (Kind::StepCount(k), "step_count".to_owned(), false)
+        }
+        K::Order(m) => {
+            let k = order::Order::compile(m, &format!("{path}.order"), c)?;
+            (Kind::Order(k), format!("order:{}->{}", m.before, m.after), false)
+        }
+        K::NoRepeatedCalls(m) => {
+            let k = no_repeat::NoRepeat::compile(m, &format!("{path}.no_repeated_calls"), c)?;
+            (Kind::NoRepeat(k), "no_repeated_calls".to_owned(), true)
+        }
+        K::Efficiency(m) => {
+            let k = efficiency::Efficiency::compile(m, &format!("{path}.efficiency"), c)?;
+            (Kind::Efficiency(k), "efficiency".to_owned(), true)
+        }
+        K::Grounding(m) => {
+            let k = grounding::Grounding::compile(m, &format!("{path}.grounding"), c)?;
+            (Kind::Grounding(k), "grounding".to_owned(), true)
+        }
+        K::TrajectoryMatch(m) => {
+            let k = trajectory::Trajectory::compile(m, &format!("{path}.trajectory_match"), c)?;
+            (Kind::Trajectory(k), "trajectory_match".to_owned(), false)
+        }
+        K::Expression(m) => {
+            let k = expression::ExpressionCheck::compile(m, &format!("{path}.expression"), c)?;
+            (Kind::Expression(k), "expression".to_owned(), false)
+        }
+    };
+    let severity = match Severity::try_from(a.severity) {
+        Ok(Severity::Hard) => Severity::Hard,
+        Ok(Severity::Soft) => Severity::Soft,
+        _ if soft_by_default => Severity::Soft,
+        _ => Severity::Hard,
+    };
+    let name = if !a.name.is_empty() {
+        a.name.clone()
+    } else if a.negate {
+        format!("not:{default_name}")
+    } else {
+        default_name
+    };
+    Some(CompiledAssertion { name, severity, negate: a.negate, kind })
+}
+
+/// Positions as the wire wants them: 1-based from a 0-based index.
+pub(crate) fn pos(i: usize) -> u32 {
+    (i + 1) as u32
+}
+
+/// Lists positions for a reason: `1, 3 and 4`.
+pub(crate) fn list_positions(p: &[u32]) -> String {
+    match p {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [init @ .., last] => {
+            let init: Vec<String> = init.iter().map(ToString::to_string).collect();
+            format!("{} and {last}", init.join(", "))
+        }
+    }
+}

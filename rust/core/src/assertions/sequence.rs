@@ -1,0 +1,187 @@
+//! `tool_sequence`: steps found IN_ORDER (greedy), EXACTly, or in ANY_ORDER (maximum matching).
+use super::{pos, Check, Outcome};
+use crate::args::ArgsMatcher;
+use crate::error::Reason;
+use crate::glob::Glob;
+use crate::matching;
+use crate::proto::v1::{SequenceMode, ToolSequence};
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+#[derive(Debug)]
+struct Step {
+    name: Glob,
+    shown: String,
+    args: Option<ArgsMatcher>,
+}
+
+impl Step {
+    fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
+        self.name.is_match(&t.calls()[i].name)
+            && self.args.as_ref().is_none_or(|m| m.is_match(t, i))
+    }
+}
+
+#[derive(Debug)]
+pub struct Sequence {
+    steps: Vec<Step>,
+    mode: SequenceMode,
+}
+
+impl Sequence {
+    pub fn compile(m: &ToolSequence, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        let before = c.problem_count();
+        if m.steps.is_empty() {
+            c.problem(format!("{path}.steps"), "a sequence needs at least one step");
+        }
+        let mut steps = Vec::with_capacity(m.steps.len());
+        for (i, s) in m.steps.iter().enumerate() {
+            let at = format!("{path}.steps[{i}]");
+            let name = match (s.tool.is_empty(), s.glob.is_empty()) {
+                (false, false) => {
+                    c.problem(format!("{at}.glob"), "set tool or glob, not both");
+                    None
+                }
+                (true, true) => {
+                    c.problem(format!("{at}.tool"), "tool or glob is required");
+                    None
+                }
+                (false, true) => Some((Glob::exact(&s.tool, s.ignore_case), s.tool.clone())),
+                (true, false) => match Glob::new(&s.glob, s.ignore_case) {
+                    Ok(g) => Some((g, s.glob.clone())),
+                    Err(e) => {
+                        c.problem(format!("{at}.glob"), e);
+                        None
+                    }
+                },
+            };
+            let args = s
+                .r#match
+                .as_ref()
+                .map(|am| ArgsMatcher::compile(am, &format!("{at}.match"), true, c));
+            if let Some((name, shown)) = name {
+                match args {
+                    Some(None) => {}
+                    Some(Some(m)) => steps.push(Step { name, shown, args: Some(m) }),
+                    None => steps.push(Step { name, shown, args: None }),
+                }
+            }
+        }
+        let mode = SequenceMode::try_from(m.mode).unwrap_or(SequenceMode::Unspecified);
+        (c.problem_count() == before).then_some(Sequence { steps, mode })
+    }
+
+    fn in_order(&self, t: &TraceView<'_>) -> Outcome {
+        let mut positions = Vec::with_capacity(self.steps.len());
+        let mut next = 0;
+        for (k, step) in self.steps.iter().enumerate() {
+            match (next..t.len()).find(|&i| step.matches(t, i)) {
+                Some(i) => {
+                    positions.push(pos(i));
+                    next = i + 1;
+                }
+                None => {
+                    let after = if next == 0 {
+                        String::from("in the trace")
+                    } else {
+                        format!("after call {next}")
+                    };
+                    return Outcome::fail(
+                        Reason::SequenceIncomplete,
+                        format!(
+                            "matched {k} of {} steps; step {} {} not found {after}",
+                            self.steps.len(),
+                            k + 1,
+                            step.shown
+                        ),
+                        positions,
+                    );
+                }
+            }
+        }
+        Outcome::pass(positions)
+    }
+
+    fn exact(&self, t: &TraceView<'_>) -> Outcome {
+        let n = self.steps.len();
+        let common = n.min(t.len());
+        if let Some(k) = (0..common).find(|&k| !self.steps[k].matches(t, k)) {
+            return Outcome::fail(
+                Reason::SequenceMismatch,
+                format!(
+                    "matched {k} of {n} steps; call {} is {}, expected step {} {}",
+                    k + 1,
+                    t.calls()[k].name,
+                    k + 1,
+                    self.steps[k].shown
+                ),
+                (0..k).map(pos).collect(),
+            );
+        }
+        let matched: Vec<u32> = (0..common).map(pos).collect();
+        if t.len() < n {
+            return Outcome::fail(
+                Reason::SequenceIncomplete,
+                format!(
+                    "matched {common} of {n} steps; the trace ended before step {} {}",
+                    common + 1,
+                    self.steps[common].shown
+                ),
+                matched,
+            );
+        }
+        if t.len() > n {
+            return Outcome::fail(
+                Reason::SequenceMismatch,
+                format!(
+                    "all {n} steps matched, but the trace has {} extra call(s) from call {}",
+                    t.len() - n,
+                    n + 1
+                ),
+                matched,
+            );
+        }
+        Outcome::pass(matched)
+    }
+
+    fn any_order(&self, t: &TraceView<'_>) -> Outcome {
+        let adj: Vec<Vec<usize>> = self
+            .steps
+            .iter()
+            .map(|s| (0..t.len()).filter(|&i| s.matches(t, i)).collect())
+            .collect();
+        let assigned = matching::canonical(&adj, t.len());
+        match assigned.iter().position(Option::is_none) {
+            None => Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect()),
+            Some(k) => {
+                let matched = assigned.iter().filter(|a| a.is_some()).count();
+                let missing: Vec<String> = assigned
+                    .iter()
+                    .zip(&self.steps)
+                    .enumerate()
+                    .filter(|(_, (a, _))| a.is_none())
+                    .map(|(j, (_, s))| format!("step {} {}", j + 1, s.shown))
+                    .collect();
+                Outcome::fail(
+                    Reason::SequenceIncomplete,
+                    format!(
+                        "matched {matched} of {} steps (each needs a distinct call); not found: {}",
+                        self.steps.len(),
+                        missing.join(", ")
+                    ),
+                    assigned[..k].iter().flatten().map(|&i| pos(i)).collect(),
+                )
+            }
+        }
+    }
+}
+
+impl Check for Sequence {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        match self.mode {
+            SequenceMode::Exact => self.exact(t),
+            SequenceMode::AnyOrder => self.any_order(t),
+            SequenceMode::Unspecified | SequenceMode::InOrder => self.in_order(t),
+        }
+    }
+}

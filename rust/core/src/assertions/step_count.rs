@@ -1,0 +1,53 @@
+//! `step_count`: the number of calls lies within `[min, max]` (§9.18).
+use super::{Check, Outcome};
+use crate::error::Reason;
+use crate::proto::v1::StepCount as StepCountMsg;
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+#[derive(Debug)]
+pub struct StepCount {
+    min: Option<u32>,
+    max: Option<u32>,
+}
+
+impl StepCount {
+    pub fn compile(m: &StepCountMsg, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        match (m.min, m.max) {
+            (None, None) => {
+                c.problem(path, "step_count needs min or max");
+                None
+            }
+            (Some(min), Some(max)) if max < min => {
+                c.problem(format!("{path}.max"), format!("max {max} is below min {min}"));
+                None
+            }
+            (min, max) => Some(StepCount { min, max }),
+        }
+    }
+}
+
+impl Check for StepCount {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        let n = t.len() as u64;
+        if let Some(max) = self.max {
+            if n > u64::from(max) {
+                return Outcome::fail(
+                    Reason::TooManySteps,
+                    format!("the trace has {n} calls; at most {max} allowed"),
+                    vec![],
+                );
+            }
+        }
+        if let Some(min) = self.min {
+            if n < u64::from(min) {
+                return Outcome::fail(
+                    Reason::CountOutOfRange,
+                    format!("the trace has {n} calls; at least {min} required"),
+                    vec![],
+                );
+            }
+        }
+        Outcome::pass(vec![])
+    }
+}

@@ -1,0 +1,142 @@
+//! `tool_call_args`: some (ANY), every (ALL) or the n-th call of a tool matches `match` (§9.6-9.7).
+use super::{pos, Check, Outcome};
+use crate::args::{describe, ArgsMatcher, CallMatch};
+use crate::error::Reason;
+use crate::proto::v1::{Quantifier, ToolCallArgs};
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+#[derive(Debug)]
+pub struct ToolArgs {
+    tool: String,
+    /// 1-based; negative counts from the end; 0 means "any call".
+    call_index: i32,
+    all: bool,
+    matcher: ArgsMatcher,
+}
+
+impl ToolArgs {
+    pub fn compile(m: &ToolCallArgs, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        if m.tool.is_empty() {
+            c.problem(format!("{path}.tool"), "tool is required");
+        }
+        let all = Quantifier::try_from(m.quantifier) == Ok(Quantifier::All);
+        if all && m.call_index != 0 {
+            c.problem(
+                format!("{path}.quantifier"),
+                "QUANTIFIER_ALL cannot be combined with call_index",
+            );
+        }
+        let matcher = match &m.r#match {
+            Some(am) => ArgsMatcher::compile(am, &format!("{path}.match"), false, c),
+            None => {
+                c.problem(format!("{path}.match"), "match is required");
+                None
+            }
+        }?;
+        if m.tool.is_empty() || (all && m.call_index != 0) {
+            return None;
+        }
+        Some(ToolArgs { tool: m.tool.clone(), call_index: m.call_index, all, matcher })
+    }
+
+    pub fn default_name(&self) -> String {
+        if self.call_index == 0 {
+            format!("tool_call_args:{}", self.tool)
+        } else {
+            format!("tool_call_args:{}#{}", self.tool, self.call_index)
+        }
+    }
+
+    fn calls(&self, t: &TraceView<'_>) -> Vec<usize> {
+        t.calls().iter().enumerate().filter(|(_, c)| c.name == self.tool).map(|(i, _)| i).collect()
+    }
+
+    fn indexed(&self, t: &TraceView<'_>, calls: &[usize]) -> Outcome {
+        let n = calls.len() as i64;
+        let k = i64::from(self.call_index);
+        let at = if k > 0 { k - 1 } else { n + k };
+        let Some(&i) = usize::try_from(at).ok().and_then(|at| calls.get(at)) else {
+            return Outcome::fail(
+                Reason::CallIndexOutOfRange,
+                format!(
+                    "{} was called {n} time(s), so call_index {} selects no call",
+                    self.tool, self.call_index
+                ),
+                vec![],
+            );
+        };
+        let m = self.matcher.check(t, i);
+        if matches!(m, CallMatch::Match) {
+            return Outcome::pass(vec![pos(i)]);
+        }
+        let reason = category(&m);
+        let message = format!(
+            "call {} of {} (call_index {}) did not match the expected arguments; {}",
+            pos(i),
+            self.tool,
+            self.call_index,
+            describe(&m, i + 1)
+        );
+        Outcome::fail(reason, message, vec![pos(i)])
+    }
+
+    /// The closest of `candidates` (§9.7), as a failing outcome.
+    fn closest(&self, t: &TraceView<'_>, candidates: &[usize], what: &str) -> Outcome {
+        let mut best: Option<(usize, CallMatch<'_>)> = None;
+        for &i in candidates {
+            let m = self.matcher.check(t, i);
+            if best.as_ref().is_none_or(|(_, b)| m.rank() < b.rank()) {
+                best = Some((i, m));
+            }
+        }
+        let Some((i, m)) = best else {
+            return Outcome::fail(Reason::NoMatchingCall, String::new(), vec![]);
+        };
+        let message = format!("{what}; closest is {}", describe(&m, i + 1));
+        Outcome::fail(category(&m), message, vec![pos(i)])
+    }
+}
+
+fn category(m: &CallMatch<'_>) -> Reason {
+    match m {
+        CallMatch::NotRecorded => Reason::ArgsNotRecorded,
+        CallMatch::Invalid(_) => Reason::ArgsInvalidJson,
+        CallMatch::Match | CallMatch::Mismatch(_) => Reason::NoMatchingCall,
+    }
+}
+
+impl Check for ToolArgs {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        let calls = self.calls(t);
+        if calls.is_empty() {
+            return Outcome::fail(
+                Reason::ToolNotCalled,
+                format!("{} was never called", self.tool),
+                vec![],
+            );
+        }
+        if self.call_index != 0 {
+            return self.indexed(t, &calls);
+        }
+        if self.all {
+            let failing: Vec<usize> =
+                calls.iter().copied().filter(|&i| !self.matcher.is_match(t, i)).collect();
+            if failing.is_empty() {
+                return Outcome::pass(calls.iter().map(|&i| pos(i)).collect());
+            }
+            let what = format!(
+                "{} of {} calls to {} did not match the expected arguments",
+                failing.len(),
+                calls.len(),
+                self.tool
+            );
+            return self.closest(t, &failing, &what);
+        }
+        if let Some(&i) = calls.iter().find(|&&i| self.matcher.is_match(t, i)) {
+            return Outcome::pass(vec![pos(i)]);
+        }
+        let what = format!("no call to {} matched the expected arguments", self.tool);
+        self.closest(t, &calls, &what)
+    }
+}

@@ -1,0 +1,34 @@
+//! `tool_called`: the tool (exact name) was called at least once.
+use super::{pos, Check, Outcome};
+use crate::error::Reason;
+use crate::proto::v1::ToolCalled as ToolCalledMsg;
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+#[derive(Debug)]
+pub struct ToolCalled {
+    tool: String,
+}
+
+impl ToolCalled {
+    pub fn compile(m: &ToolCalledMsg, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        if m.tool.is_empty() {
+            c.problem(format!("{path}.tool"), "tool is required");
+            return None;
+        }
+        Some(ToolCalled { tool: m.tool.clone() })
+    }
+}
+
+impl Check for ToolCalled {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        match t.calls().iter().position(|c| c.name == self.tool) {
+            Some(i) => Outcome::pass(vec![pos(i)]),
+            None => Outcome::fail(
+                Reason::ToolNotCalled,
+                format!("{} was never called ({} calls in the trace)", self.tool, t.len()),
+                vec![],
+            ),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `trajectory_match`: the calls against a reference trajectory (STRICT, IN_ORDER, SUPERSET,
+//! SUBSET, UNORDERED) with per-tool argument overrides (§9.14-9.15).
+use std::collections::HashMap;
+
+use super::{list_positions, pos, Check, Outcome};
+use crate::args::{compile_paths, parse_field, ArgsMatcher, Comparison};
+use crate::error::Reason;
+use crate::json::compare::Mode;
+use crate::json::path::KeyPath;
+use crate::json::Value;
+use crate::matching;
+use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
+use crate::suite::Compiler;
+use crate::trace::TraceView;
+
+#[derive(Debug)]
+struct RefCall {
+    name: String,
+    args: ArgsMatcher,
+}
+
+impl RefCall {
+    fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
+        t.calls()[i].name == self.name && self.args.is_match(t, i)
+    }
+}
+
+#[derive(Debug)]
+pub struct Trajectory {
+    reference: Vec<RefCall>,
+    mode: TrajectoryMode,
+}
+
+struct Override {
+    mode: Option<MatchMode>,
+    ignore: Vec<KeyPath>,
+}
+
+fn mode_of(raw: i32) -> MatchMode {
+    MatchMode::try_from(raw).unwrap_or(MatchMode::Unspecified)
+}
+
+impl Trajectory {
+    pub fn compile(m: &TrajectoryMatch, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
+        let before = c.problem_count();
+        let base_mode = mode_of(m.args);
+        // Overrides are validated first (the references depend on them) but reported after the
+        // reference and args problems, in field order.
+        let mut later = Compiler::new(c.limits);
+        if base_mode == MatchMode::Regex {
+            later.problem(format!("{path}.args"), "MATCH_MODE_REGEX is not a trajectory args mode");
+        }
+        let mut overrides: HashMap<&str, Override> = HashMap::new();
+        for (i, o) in m.overrides.iter().enumerate() {
+            let at = format!("{path}.overrides[{i}]");
+            if o.tool.is_empty() {
+                later.problem(format!("{at}.tool"), "tool is required");
+                continue;
+            }
+            if overrides.contains_key(o.tool.as_str()) {
+                later.problem(format!("{at}.tool"), format!("a second override for {}", o.tool));
+                continue;
+            }
+            let mode = match mode_of(o.args) {
+                MatchMode::Unspecified => None,
+                MatchMode::Regex => {
+                    later.problem(
+                        format!("{at}.args"),
+                        "MATCH_MODE_REGEX is not a trajectory args mode",
+                    );
+                    None
+                }
+                other => Some(other),
+            };
+            let ignore = compile_paths(&o.ignore, &format!("{at}.ignore"), &mut later);
+            overrides.insert(&o.tool, Override { mode, ignore });
+        }
+
+        if m.reference.is_empty() {
+            c.problem(format!("{path}.reference"), "reference needs at least one call");
+        }
+        let mut reference = Vec::with_capacity(m.reference.len());
+        for (i, r) in m.reference.iter().enumerate() {
+            let at = format!("{path}.reference[{i}]");
+            if r.name.is_empty() {
+                c.problem(format!("{at}.name"), "name is required");
+                continue;
+            }
+            let o = overrides.get(r.name.as_str());
+            let mode = o.and_then(|o| o.mode).unwrap_or(base_mode);
+            let args = match (&r.arguments_json, mode) {
+                // A reference call without arguments constrains only the name (§9.15).
+                (None, _) | (_, MatchMode::Ignore | MatchMode::Regex) => ArgsMatcher::Ignore,
+                (Some(text), mode) => {
+                    let field = format!("{at}.arguments_json");
+                    let Some(expected) = parse_field(text, &field, c) else { continue };
+                    let mode = match mode {
+                        MatchMode::Subset => Mode::Subset,
+                        MatchMode::Partial => Mode::Partial,
+                        _ => Mode::Exact,
+                    };
+                    if mode == Mode::Subset && !matches!(expected, Value::Object(_)) {
+                        c.problem(field, "MATCH_MODE_SUBSET needs a JSON object");
+                        continue;
+                    }
+                    let ignore = o.map(|o| o.ignore.clone()).unwrap_or_default();
+                    ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, None))
+                }
+            };
+            reference.push(RefCall { name: r.name.clone(), args });
+        }
+        c.absorb(later);
+        let mode = TrajectoryMode::try_from(m.mode).unwrap_or(TrajectoryMode::Unspecified);
+        (c.problem_count() == before).then_some(Trajectory { reference, mode })
+    }
+
+    fn strict(&self, t: &TraceView<'_>) -> Outcome {
+        let n = self.reference.len();
+        let mut unmatched: Vec<u32> =
+            (0..n.min(t.len())).filter(|&i| !self.reference[i].matches(t, i)).map(pos).collect();
+        unmatched.extend((n..t.len()).map(pos));
+        if unmatched.is_empty() && t.len() == n {
+            return Outcome::pass((0..n).map(pos).collect());
+        }
+        let mut why = Vec::new();
+        if t.len() != n {
+            why.push(format!("the trace has {} calls, the reference {n}", t.len()));
+        }
+        if !unmatched.is_empty() {
+            why.push(format!("calls {} do not match the reference", list_positions(&unmatched)));
+        }
+        Outcome::fail(Reason::TrajectoryMismatch, format!("STRICT: {}", why.join("; ")), unmatched)
+    }
+
+    fn in_order(&self, t: &TraceView<'_>) -> Outcome {
+        let mut used = Vec::with_capacity(self.reference.len());
+        let mut next = 0;
+        let mut missing = None;
+        for (k, r) in self.reference.iter().enumerate() {
+            match (next..t.len()).find(|&i| r.matches(t, i)) {
+                Some(i) => {
+                    used.push(i);
+                    next = i + 1;
+                }
+                None => {
+                    missing = Some(k);
+                    break;
+                }
+            }
+        }
+        let Some(k) = missing else {
+            return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
+        };
+        let unmatched: Vec<u32> = (0..t.len()).filter(|i| !used.contains(i)).map(pos).collect();
+        Outcome::fail(
+            Reason::TrajectoryMismatch,
+            format!(
+                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {next}",
+                self.reference.len(),
+                k + 1,
+                self.reference[k].name
+            ),
+            unmatched,
+        )
+    }
+
+    fn matched(&self, t: &TraceView<'_>) -> Outcome {
+        let adj: Vec<Vec<usize>> = self
+            .reference
+            .iter()
+            .map(|r| (0..t.len()).filter(|&i| r.matches(t, i)).collect())
+            .collect();
+        let assigned = matching::canonical(&adj, t.len());
+        let size = assigned.iter().flatten().count();
+        let (need_refs, need_calls) = match self.mode {
+            TrajectoryMode::Superset => (true, false),
+            TrajectoryMode::Subset => (false, true),
+            _ => (true, true),
+        };
+        let refs_ok = !need_refs || size == self.reference.len();
+        let calls_ok = !need_calls || size == t.len();
+        if refs_ok && calls_ok {
+            return Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect());
+        }
+        let mut taken = vec![false; t.len()];
+        for &i in assigned.iter().flatten() {
+            taken[i] = true;
+        }
+        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
+        let mut why = Vec::new();
+        if !refs_ok {
+            let missing: Vec<String> = assigned
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.is_none())
+                .map(|(k, _)| format!("{} (reference call {})", self.reference[k].name, k + 1))
+                .collect();
+            why.push(format!("no distinct call matches {}", missing.join(", ")));
+        }
+        if !calls_ok {
+            let extra: Vec<String> = unmatched
+                .iter()
+                .map(|&p| format!("{} (call {p})", t.calls()[p as usize - 1].name))
+                .collect();
+            why.push(format!("no distinct reference call matches {}", extra.join(", ")));
+        }
+        let mode = match self.mode {
+            TrajectoryMode::Superset => "SUPERSET",
+            TrajectoryMode::Subset => "SUBSET",
+            _ => "UNORDERED",
+        };
+        Outcome::fail(Reason::TrajectoryMismatch, format!("{mode}: {}", why.join("; ")), unmatched)
+    }
+}
+
+impl Check for Trajectory {
+    fn check(&self, t: &TraceView<'_>) -> Outcome {
+        match self.mode {
+            TrajectoryMode::InOrder => self.in_order(t),
+            TrajectoryMode::Superset | TrajectoryMode::Subset | TrajectoryMode::Unordered => {
+                self.matched(t)
+            }
+            TrajectoryMode::Unspecified | TrajectoryMode::Strict => self.strict(t),
+        }
+    }
+}

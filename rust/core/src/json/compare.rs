@@ -1,0 +1,175 @@
+//! JSON comparison modes (EXACT, SUBSET, PARTIAL) with difference counting for reasons (§9.7).
+use std::fmt::Write;
+
+use super::canonical::to_canonical;
+use super::value::{Str, Value};
+
+/// How expected arguments are compared with actual ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Deep equality.
+    Exact,
+    /// Every top-level expected key present in actual with a deep-equal value.
+    Subset,
+    /// Recursive subset: objects as SUBSET recursing, arrays same length element-wise.
+    Partial,
+}
+
+/// True when `actual` satisfies `expected` under `mode` (the fast path: no allocation).
+pub fn matches(expected: &Value, actual: &Value, mode: Mode) -> bool {
+    match (mode, expected, actual) {
+        (Mode::Exact, _, _) => expected == actual,
+        (Mode::Subset, Value::Object(e), Value::Object(a)) => {
+            e.iter().all(|(k, ev)| a.get(k).is_some_and(|av| av == ev))
+        }
+        (Mode::Partial, Value::Object(e), Value::Object(a)) => {
+            e.iter().all(|(k, ev)| a.get(k).is_some_and(|av| matches(ev, av, Mode::Partial)))
+        }
+        (Mode::Partial, Value::Array(e), Value::Array(a)) => {
+            e.len() == a.len() && e.iter().zip(a).all(|(ev, av)| matches(ev, av, Mode::Partial))
+        }
+        _ => expected == actual,
+    }
+}
+
+/// The differences between expected and actual: how many, and the first one described.
+#[derive(Clone, Debug, Default)]
+pub struct Diff {
+    pub count: usize,
+    /// `$.amount_cents expected 5000, got 500`.
+    pub first: Option<String>,
+}
+
+/// Counts differences (§9.7: each missing key, extra key under EXACT, unequal scalar, type
+/// mismatch, extra or missing array element counts 1) and describes the first one.
+pub fn diff(expected: &Value, actual: &Value, mode: Mode) -> Diff {
+    let mut d = Differ { diff: Diff::default(), path: String::from("$") };
+    d.walk(expected, actual, mode, true);
+    d.diff
+}
+
+struct Differ {
+    diff: Diff,
+    path: String,
+}
+
+/// Longest rendering of a value inside a reason.
+const MAX_SHOWN: usize = 60;
+
+/// A value for a reason: its canonical text, shortened.
+pub fn show(v: &Value) -> String {
+    let mut s = to_canonical(v);
+    if s.len() > MAX_SHOWN {
+        let mut cut = MAX_SHOWN;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+fn push_key(path: &mut String, key: &Str) {
+    let plain = key.as_str().filter(|k| {
+        !k.is_empty()
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !k.starts_with(|c: char| c.is_ascii_digit())
+    });
+    match plain {
+        Some(k) => {
+            path.push('.');
+            path.push_str(k);
+        }
+        None => {
+            let _ = write!(path, "[{}]", to_canonical(&Value::String(key.clone())));
+        }
+    }
+}
+
+impl Differ {
+    fn note(&mut self, describe: impl FnOnce(&str) -> String) {
+        self.diff.count += 1;
+        if self.diff.first.is_none() {
+            self.diff.first = Some(describe(&self.path));
+        }
+    }
+
+    /// `top`: SUBSET compares top-level keys only, deep-equal below.
+    fn walk(&mut self, e: &Value, a: &Value, mode: Mode, top: bool) {
+        match (e, a) {
+            (Value::Object(eo), Value::Object(ao)) => {
+                let exact = mode == Mode::Exact;
+                let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
+                for (k, ev) in eo.iter() {
+                    let len = self.path.len();
+                    push_key(&mut self.path, k);
+                    match ao.get(k) {
+                        Some(av) => self.walk(ev, av, child_mode, false),
+                        None => self.note(|p| {
+                            format!("{p} expected {}, got nothing (key missing)", show(ev))
+                        }),
+                    }
+                    self.path.truncate(len);
+                }
+                if exact {
+                    for (k, av) in ao.iter() {
+                        if !eo.contains_key(k) {
+                            let len = self.path.len();
+                            push_key(&mut self.path, k);
+                            self.note(|p| format!("{p} is not expected, got {}", show(av)));
+                            self.path.truncate(len);
+                        }
+                    }
+                }
+            }
+            (Value::Array(ea), Value::Array(aa)) if mode != Mode::Subset || !top => {
+                for (i, (ev, av)) in ea.iter().zip(aa).enumerate() {
+                    let len = self.path.len();
+                    let _ = write!(self.path, "[{i}]");
+                    self.walk(ev, av, mode, false);
+                    self.path.truncate(len);
+                }
+                if ea.len() != aa.len() {
+                    let (el, al) = (ea.len(), aa.len());
+                    for _ in 0..el.abs_diff(al) {
+                        self.note(|p| format!("{p} expected {el} elements, got {al}"));
+                    }
+                }
+            }
+            _ => {
+                if e.type_name() != a.type_name() || e != a {
+                    self.note(|p| format!("{p} expected {}, got {}", show(e), show(a)));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{diff, matches, Mode};
+    use crate::json::{parse, Value};
+
+    fn v(t: &str) -> Value {
+        parse(t, 128).unwrap()
+    }
+
+    #[test]
+    fn modes() {
+        assert!(matches(&v(r#"{"a":1}"#), &v(r#"{"a":1.0,"b":2}"#), Mode::Subset));
+        assert!(!matches(&v(r#"{"a":{"x":1}}"#), &v(r#"{"a":{"x":1,"y":2}}"#), Mode::Subset));
+        assert!(matches(&v(r#"{"a":{"x":1}}"#), &v(r#"{"a":{"x":1,"y":2}}"#), Mode::Partial));
+        assert!(!matches(&v(r#"{"a":[1]}"#), &v(r#"{"a":[1,2]}"#), Mode::Partial));
+        assert!(!matches(&v("true"), &v("1"), Mode::Exact));
+    }
+
+    #[test]
+    fn counting() {
+        let d = diff(&v(r#"{"a":1,"b":[1,2,3]}"#), &v(r#"{"b":[1,5],"c":0}"#), Mode::Exact);
+        assert_eq!(d.count, 4);
+        let d = diff(&v(r#"{"amount_cents":5000}"#), &v(r#"{"amount_cents":500}"#), Mode::Subset);
+        assert_eq!(d.count, 1);
+        assert!(d.first.unwrap_or_default().starts_with("$.amount_cents expected"));
+    }
+}
