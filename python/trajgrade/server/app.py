@@ -1,0 +1,295 @@
+"""Server wiring: core, batcher, gRPC server, health, reflection, TLS, signals, drain, workers."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.process
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from trajgrade import _core
+from trajgrade.server import logs
+from trajgrade.server.auth import BearerTokenInterceptor
+from trajgrade.server.batcher import Batcher
+from trajgrade.server.metrics import ServerMetrics
+from trajgrade.server.servicer import SERVICE_NAME, GraderServicer, generic_handler
+from trajgrade.server.settings import Settings
+
+log = logging.getLogger("trajgrade.server")
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def make_grader(settings: Settings) -> _core.Grader:
+    """The core grader with every SPEC 7 limit taken from the settings."""
+    limits = _core.Limits(
+        max_trace_bytes=settings.max_trace_bytes,
+        max_calls_per_trace=settings.max_calls_per_trace,
+        max_argument_bytes=settings.max_argument_bytes,
+        max_json_depth=settings.max_json_depth,
+        max_regex_bytes=settings.max_regex_bytes,
+        max_assertions_per_suite=settings.max_assertions_per_suite,
+        max_suite_bytes=settings.max_suite_bytes,
+        suite_cache_size=settings.suite_cache_size,
+        max_batch_items=settings.max_batch_items,
+    )
+    return _core.Grader(limits, threads=settings.grade_threads)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials (mutual when a client CA is set), or None for plaintext."""
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        return None
+    client_ca = None if settings.tls_client_ca_file is None else _read(settings.tls_client_ca_file)
+    return grpc.ssl_server_credentials(
+        [(_read(settings.tls_key_file), _read(settings.tls_cert_file))],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+
+
+class GradingServer:
+    """One server process: start() binds and serves; shutdown() drains (STYLE 6.6)."""
+
+    def __init__(self, settings: Settings, grader: _core.Grader | None = None) -> None:
+        self.settings = settings
+        # Built here, in the process that serves: a rayon pool does not survive fork.
+        self.grader = grader if grader is not None else make_grader(settings)
+        self.metrics = ServerMetrics()
+        self.health = health.aio.HealthServicer()
+        self.ports: list[int] = []
+        self.metrics_port: int | None = None
+        self._server: grpc.aio.Server | None = None
+        self._batcher: Batcher | None = None
+        self._control: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stopped = asyncio.Event()
+        self._shutting_down = False
+
+    @property
+    def batcher(self) -> Batcher:
+        """The batcher (after start())."""
+        assert self._batcher is not None, "start() first"
+        return self._batcher
+
+    def _options(self) -> list[tuple[str, Any]]:
+        s = self.settings
+        return [
+            ("grpc.max_receive_message_length", s.max_message_bytes),
+            ("grpc.max_send_message_length", s.max_message_bytes),
+            # gRPC sets SO_REUSEPORT by default on Linux, so a second server would silently share
+            # the port; only --workers asks for sharing, otherwise a taken port is an error.
+            ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
+        ]
+
+    async def start(self) -> list[int]:
+        """Bind every listen address, start serving, then report SERVING; returns bound ports."""
+        s = self.settings
+        interceptors = []
+        token = s.bearer_token()
+        if token is not None:
+            interceptors.append(BearerTokenInterceptor(token))
+        self._batcher = Batcher(
+            self.grader,
+            max_batch_size=s.effective_batch_size,
+            max_batch_delay_s=s.max_batch_delay_us / 1e6 if s.batching else 0.0,
+            max_queue_size=s.max_queue_size,
+            max_queue_bytes=s.max_queue_bytes,
+            executor_threads=s.executor_threads,
+            metrics=self.metrics,
+        )
+        self._control = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="trajgrade-control"
+        )
+        servicer = GraderServicer(
+            self.grader, self._batcher, self._control, stream_window=s.stream_window
+        )
+        server = grpc.aio.server(
+            interceptors=interceptors,
+            options=self._options(),
+            maximum_concurrent_rpcs=s.max_concurrent_rpcs,
+        )
+        server.add_generic_rpc_handlers((generic_handler(servicer, self.metrics),))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        for name in (health.OVERALL_HEALTH, SERVICE_NAME):
+            await self.health.set(name, _NOT_SERVING)
+        if s.reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
+        credentials = server_credentials(s)
+        self.ports = []
+        for address in s.listen:
+            if credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, credentials)
+            self.ports.append(port)
+        self._server = server
+        self._batcher.start()
+        await server.start()
+        if s.metrics_port is not None:
+            self.metrics_port = self.metrics.serve_http(s.metrics_host, s.metrics_port)
+        # SERVING only now that the port accepts calls (jina, STYLE 6.6).
+        for name in (health.OVERALL_HEALTH, SERVICE_NAME):
+            await self.health.set(name, _SERVING)
+        log.info(
+            "serving %s on %s%s (batch %d, delay %dus, workers %d)",
+            SERVICE_NAME,
+            ", ".join(s.listen),
+            " with TLS" if credentials is not None else "",
+            s.effective_batch_size,
+            s.max_batch_delay_us if s.batching else 0,
+            s.workers,
+            extra={"ports": self.ports},
+        )
+        return self.ports
+
+    async def shutdown(self, grace: float | None = None) -> bool:
+        """Drain: NOT_SERVING, refuse new work, finish accepted work within grace, stop.
+
+        Returns True when every accepted request was answered within the grace period.
+        """
+        if self._shutting_down:
+            await self._stopped.wait()
+            return True
+        self._shutting_down = True
+        grace = self.settings.grace_period_s if grace is None else grace
+        started = time.monotonic()
+        log.info("draining (grace %.1fs): health NOT_SERVING, refusing new work", grace)
+        await self.health.enter_graceful_shutdown()
+        drained = True
+        if self._batcher is not None:
+            self._batcher.close()  # new work: UNAVAILABLE; queued work: still graded
+        if self._server is not None:
+            # stop() refuses new RPCs at once and gives running ones the grace period; meanwhile
+            # the batcher keeps flushing what it accepted.
+            results = await asyncio.gather(
+                self._server.stop(grace),
+                self._batcher.drain(grace) if self._batcher is not None else asyncio.sleep(0),
+            )
+            drained = results[1] is not False
+        if self._batcher is not None:
+            await self._batcher.stop()
+        if self._control is not None:
+            self._control.shutdown(wait=False, cancel_futures=True)
+        self.metrics.close()
+        self._stopped.set()
+        elapsed = time.monotonic() - started
+        if drained:
+            log.info("drained in %.2fs; stopped", elapsed)
+        else:
+            log.error("grace period of %.1fs ran out with work still running", grace)
+        return drained
+
+    async def force_stop(self) -> None:
+        """Cancel every running RPC now (a second SIGTERM/SIGINT during the drain)."""
+        if self._server is not None:
+            await self._server.stop(0)
+
+    async def wait_stopped(self) -> None:
+        """Return once shutdown() has finished."""
+        await self._stopped.wait()
+
+
+async def serve_until_signalled(settings: Settings) -> int:
+    """Run one server until SIGTERM/SIGINT, then drain. Exit code 0 iff the drain completed."""
+    server = GradingServer(settings)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+    forced: list[asyncio.Task[None]] = []  # keep a reference so the task is not collected
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("received %s", signal.Signals(signum).name)
+            stop.set()
+        else:
+            log.warning("second %s: stopping without waiting", signal.Signals(signum).name)
+            forced.append(loop.create_task(server.force_stop()))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    await stop.wait()
+    drained = await server.shutdown()
+    return 0 if drained else 1
+
+
+def run_worker(settings: Settings, index: int = 0) -> int:
+    """Entry point of one worker process (also the only process when workers == 1)."""
+    logs.configure(settings.log_format, settings.log_level)
+    if index and settings.metrics_port:
+        settings = settings.replace(metrics_port=settings.metrics_port + index)
+    try:
+        return asyncio.run(serve_until_signalled(settings))
+    except Exception:
+        log.exception("server failed")
+        return 1
+
+
+def _spawned_worker(settings: Settings, index: int) -> None:
+    sys.exit(run_worker(settings, index))
+
+
+def serve(settings: Settings) -> int:
+    """`trajgrade serve`: one process, or --workers N spawned processes sharing the port."""
+    if settings.workers == 1:
+        return run_worker(settings)
+    logs.configure(settings.log_format, settings.log_level)
+    # spawn, not fork: each worker builds its own Grader (and rayon pool) from scratch.
+    context = multiprocessing.get_context("spawn")
+    workers: list[multiprocessing.process.BaseProcess] = []  # spawn Processes
+    stopping = False
+
+    def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for worker in workers:
+            if worker.pid is not None and worker.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for index in range(settings.workers):
+        process = context.Process(
+            target=_spawned_worker, args=(settings, index), name=f"trajgrade-worker-{index}"
+        )
+        process.start()
+        workers.append(process)
+    log.info("started %d workers: %s", len(workers), [w.pid for w in workers])
+    exit_code = 0
+    remaining = list(workers)
+    while remaining:
+        for worker in list(remaining):
+            worker.join(timeout=0.2)
+            if worker.exitcode is None:
+                continue
+            remaining.remove(worker)
+            if worker.exitcode != 0:
+                exit_code = 1
+            if not stopping:
+                # A worker died on its own: stop the rest and let the supervisor restart us.
+                log.error("worker %s exited with %s; stopping", worker.pid, worker.exitcode)
+                exit_code = 1
+                forward(signal.SIGTERM, None)
+    return exit_code

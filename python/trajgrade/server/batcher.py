@@ -1,0 +1,303 @@
+"""The dynamic batcher: one bounded queue in front of the core, flushed by size or delay."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trajgrade.server.metrics import ServerMetrics
+from trajgrade.server.status import DeadlinePassedError, QueueFullError, ShuttingDownError
+
+log = logging.getLogger("trajgrade.server")
+
+
+class GraderLike(Protocol):
+    """The part of trajgrade._core.Grader the batcher calls (both release the GIL)."""
+
+    def grade_requests(self, requests: list[bytes]) -> Sequence[bytes | BaseException]: ...
+
+    def grade_batch_request(self, request: bytes) -> bytes: ...
+
+
+@dataclass(eq=False)
+class _Entry:
+    payload: bytes
+    future: asyncio.Future[bytes]
+    deadline: float | None  # loop.time() after which grading is pointless
+    enqueued: float  # loop.time() at submission
+    solo: bool = False  # a whole BatchGradeTraces request: graded alone
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.size = len(self.payload)
+
+
+class Batcher:
+    """Coalesces single-trace requests into core calls; per-item futures carry each answer.
+
+    A flush happens at ``max_batch_size`` items or ``max_batch_delay_s`` after the oldest item
+    was queued, whichever comes first. At most ``executor_threads`` core calls run at once; while
+    they run, new items wait in the queue, so the next batch forms by itself under load. Items
+    whose caller went away (cancelled) or whose deadline passed are dropped before grading. A
+    full queue refuses new items (QueueFullError); accepted items are never dropped for room.
+    """
+
+    def __init__(
+        self,
+        grader: GraderLike,
+        *,
+        max_batch_size: int,
+        max_batch_delay_s: float,
+        max_queue_size: int,
+        max_queue_bytes: int,
+        executor_threads: int,
+        metrics: ServerMetrics,
+    ) -> None:
+        self._grader = grader
+        self._max_batch = max_batch_size
+        self._delay = max_batch_delay_s
+        self._max_items = max_queue_size
+        self._max_bytes = max_queue_bytes
+        self._metrics = metrics
+        self._threads = executor_threads
+        self._queue: collections.deque[_Entry] = collections.deque()
+        self._queued_bytes = 0
+        self._closed = False
+        self._wakeup = asyncio.Event()
+        self._slots = asyncio.Semaphore(executor_threads)
+        self._running: set[asyncio.Task[None]] = set()
+        self._collector: asyncio.Task[None] | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the collector; call from the event loop that serves the RPCs."""
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=self._threads, thread_name_prefix="trajgrade-grade"
+        )
+        self._collector = asyncio.get_running_loop().create_task(
+            self._collect(), name="trajgrade-batcher"
+        )
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called: new work is refused."""
+        return self._closed
+
+    @property
+    def depth(self) -> int:
+        """Items waiting in the queue (not yet handed to the core)."""
+        return len(self._queue)
+
+    def close(self) -> None:
+        """Refuse new items from now on; items already queued are still graded."""
+        self._closed = True
+        self._wakeup.set()
+
+    async def drain(self, timeout: float | None) -> bool:
+        """Wait until every accepted item has its answer; False if the timeout cut it short."""
+        self.close()
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        while True:
+            # The collector may start new core calls while we wait, so look again each round.
+            pending: list[asyncio.Future[None]] = [t for t in self._running if not t.done()]
+            if self._collector is not None and not self._collector.done():
+                pending.append(self._collector)
+            if not pending:
+                return True
+            left = None if until is None else until - loop.time()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+
+    async def stop(self) -> None:
+        """Fail whatever is still queued with UNAVAILABLE and release the executor."""
+        self.close()
+        while self._queue:
+            entry = self._pop()
+            if not entry.future.done():
+                entry.future.set_exception(ShuttingDownError("the server stopped before grading"))
+        if self._collector is not None and not self._collector.done():
+            self._collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._collector
+        if self._executor is not None:
+            # Core calls cannot be interrupted; don't block the loop on them.
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- submission ----------------------------------------------------------------------------
+
+    def submit(
+        self, payload: bytes, deadline: float | None, *, solo: bool = False
+    ) -> asyncio.Future[bytes]:
+        """Queue one serialized GradeTraceRequest (or, solo, a BatchGradeTracesRequest).
+
+        ``deadline`` is seconds from now (the RPC's time_remaining()), or None. The future
+        resolves to the core's response bytes, or raises the item's TrajgradeError.
+        """
+        if self._closed:
+            self._metrics.rejected.labels("shutting_down").inc()
+            raise ShuttingDownError("the server is shutting down; retry on another replica")
+        if len(self._queue) >= self._max_items or (
+            self._queue and self._queued_bytes + len(payload) > self._max_bytes
+        ):
+            self._metrics.rejected.labels("queue_full").inc()
+            raise QueueFullError(
+                f"grading queue is full ({len(self._queue)} items, {self._queued_bytes} bytes); "
+                "retry with backoff",
+                max_queue_size=str(self._max_items),
+                max_queue_bytes=str(self._max_bytes),
+            )
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        entry = _Entry(
+            payload,
+            loop.create_future(),
+            None if deadline is None else now + deadline,
+            now,
+            solo,
+        )
+        self._queue.append(entry)
+        self._queued_bytes += entry.size
+        self._metrics.queue_depth.set(len(self._queue))
+        self._wakeup.set()
+        return entry.future
+
+    async def grade(self, payload: bytes, deadline: float | None) -> bytes:
+        """Submit one GradeTraceRequest and wait for its GradeTraceResponse bytes."""
+        return await self.submit(payload, deadline)
+
+    async def grade_batch(self, payload: bytes, deadline: float | None) -> bytes:
+        """Submit one BatchGradeTracesRequest (graded as one core call) and wait for it."""
+        return await self.submit(payload, deadline, solo=True)
+
+    # --- the collector -------------------------------------------------------------------------
+
+    def _pop(self) -> _Entry:
+        entry = self._queue.popleft()
+        self._queued_bytes -= entry.size
+        self._metrics.queue_depth.set(len(self._queue))
+        return entry
+
+    def _alive(self, entry: _Entry, now: float) -> bool:
+        """False (and the entry settled) when grading it would be wasted work."""
+        if entry.future.done():  # the caller was cancelled
+            self._metrics.dropped.labels("cancelled").inc()
+            return False
+        if entry.deadline is not None and now >= entry.deadline:
+            self._metrics.dropped.labels("deadline").inc()
+            entry.future.set_exception(
+                DeadlinePassedError("the deadline passed before the request was graded")
+            )
+            # Nobody may await it any more (the RPC is over); mark the exception retrieved.
+            entry.future.exception()
+            return False
+        return True
+
+    async def _next_alive(self, flush_at: float | None) -> _Entry | None:
+        """The next live queued entry, waiting until flush_at (None: forever) for one to come."""
+        loop = asyncio.get_running_loop()
+        while True:
+            while self._queue:
+                entry = self._queue[0]
+                if entry.solo and flush_at is not None:
+                    return None  # a whole batch request is never merged into a unary batch
+                self._pop()
+                if self._alive(entry, loop.time()):
+                    return entry
+            if self._closed:
+                return None
+            self._wakeup.clear()
+            if flush_at is None:
+                await self._wakeup.wait()
+                continue
+            remaining = flush_at - loop.time()
+            if remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except TimeoutError:
+                return None
+
+    async def _collect(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed and not self._queue:
+                return
+            first = await self._next_alive(None)
+            if first is None:
+                if self._closed and not self._queue:
+                    return
+                continue
+            await self._slots.acquire()
+            if first.solo:
+                self._launch([first], self._grade_solo)
+                continue
+            batch = [first]
+            # Count the delay from the oldest item: time it spent waiting for a free core slot
+            # already counts against it.
+            flush_at = first.enqueued + self._delay
+            while len(batch) < self._max_batch:
+                if not self._queue and loop.time() >= flush_at:
+                    break
+                entry = await self._next_alive(flush_at)
+                if entry is None:
+                    break
+                batch.append(entry)
+            # Drop items that died while the batch was forming.
+            now = loop.time()
+            batch = [e for e in batch if self._alive(e, now)]
+            if batch:
+                self._launch(batch, self._grade_many)
+            else:
+                self._slots.release()
+
+    def _launch(
+        self, batch: list[_Entry], run: Callable[[list[_Entry]], list[bytes | BaseException]]
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(batch, run))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    def _grade_many(self, batch: list[_Entry]) -> list[bytes | BaseException]:
+        return list(self._grader.grade_requests([e.payload for e in batch]))
+
+    def _grade_solo(self, batch: list[_Entry]) -> list[bytes | BaseException]:
+        try:
+            return [self._grader.grade_batch_request(batch[0].payload)]
+        except Exception as exc:  # the per-item slot carries it to the caller's status
+            return [exc]
+
+    async def _run(
+        self, batch: list[_Entry], run: Callable[[list[_Entry]], list[bytes | BaseException]]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        self._metrics.batch_size.observe(len(batch))
+        self._metrics.in_flight_batches.inc()
+        started = time.perf_counter()
+        try:
+            results = await loop.run_in_executor(self._executor, run, batch)
+            if len(results) != len(batch):
+                raise RuntimeError(f"core returned {len(results)} results for {len(batch)} items")
+        except Exception as exc:  # the whole core call failed: every item gets the error
+            results = [exc] * len(batch)
+        finally:
+            self._metrics.grading_seconds.observe(time.perf_counter() - started)
+            self._metrics.in_flight_batches.dec()
+            self._slots.release()
+        for entry, result in zip(batch, results, strict=True):
+            if entry.future.done():
+                continue  # cancelled while grading: the answer has nobody to go to
+            if isinstance(result, BaseException):
+                entry.future.set_exception(result)
+            else:
+                entry.future.set_result(result)

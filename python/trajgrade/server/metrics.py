@@ -1,0 +1,119 @@
+"""Prometheus metrics of one server process, on a registry of its own."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import grpc
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+
+log = logging.getLogger("trajgrade.server")
+
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 10_000)
+_LATENCY_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+
+
+class ServerMetrics:
+    """The server's metrics; a registry per instance so several servers can share a process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "trajgrade_requests",
+            "RPCs answered, by method and gRPC status code.",
+            ["rpc", "code"],
+            registry=self.registry,
+        )
+        self.rpc_latency = Histogram(
+            "trajgrade_rpc_latency_seconds",
+            "Time from a GraderService RPC's start to its answer, by method.",
+            ["rpc"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "trajgrade_batch_size",
+            "Items handed to the core in one call (BatchGradeTraces calls count as 1).",
+            buckets=_BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.grading_seconds = Histogram(
+            "trajgrade_grading_seconds",
+            "Wall time of one core call (one batch).",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "trajgrade_queue_depth",
+            "Items waiting in the batch queue.",
+            registry=self.registry,
+        )
+        self.in_flight_batches = Gauge(
+            "trajgrade_in_flight_batches",
+            "Core calls running now.",
+            registry=self.registry,
+        )
+        self.dropped = Counter(
+            "trajgrade_dropped_items",
+            "Queued items dropped before grading, by reason (cancelled, deadline).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "trajgrade_rejected_items",
+            "Items refused at the queue, by reason (queue_full, shutting_down).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._http: Any = None
+        self._http_thread: threading.Thread | None = None
+
+    def count(self, rpc: str, code: grpc.StatusCode, seconds: float) -> None:
+        """Record one answered RPC."""
+        self.requests.labels(rpc, code.name).inc()
+        self.rpc_latency.labels(rpc).observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The text exposition format, as the HTTP endpoint serves it."""
+        return bytes(generate_latest(self.registry))
+
+    def serve_http(self, host: str, port: int) -> int:
+        """Start the /metrics HTTP listener; returns the bound port."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http, self._http_thread = server, thread
+        bound = int(server.server_address[1])
+        log.info("metrics on http://%s:%d/metrics", host, bound)
+        return bound
+
+    def close(self) -> None:
+        """Stop the HTTP listener, if any."""
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

@@ -1,0 +1,279 @@
+"""Server settings: one dataclass, filled from defaults, TRAJGRADE_* env vars, then flags."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+ENV_PREFIX = "TRAJGRADE_"
+DEFAULT_LISTEN = "127.0.0.1:50051"
+MIB = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """A setting has an invalid value (reported to the operator, never to a client)."""
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"expected a boolean (true/false), got {text!r}")
+
+
+def _addresses(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _opt_int(text: str) -> int | None:
+    return None if text.strip() == "" else int(text)
+
+
+def _opt_str(text: str) -> str | None:
+    return None if text == "" else text
+
+
+def _setting(
+    default: Any,
+    help: str,
+    parse: Callable[[str], Any],
+    *,
+    secret: bool = False,
+) -> Any:
+    return field(default=default, metadata={"help": help, "parse": parse, "secret": secret})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `trajgrade serve` can be told; each field is flag --x-y and env TRAJGRADE_X_Y."""
+
+    # Network.
+    listen: tuple[str, ...] = _setting(
+        (DEFAULT_LISTEN,),
+        "address to serve on: host:port, [v6]:port or unix:/path (repeat or comma-separate); "
+        "loopback only unless you say otherwise",
+        _addresses,
+    )
+    workers: int = _setting(1, "server processes sharing the TCP port (SO_REUSEPORT)", int)
+    max_message_bytes: int = _setting(
+        64 * MIB, "largest gRPC message accepted or sent, in bytes", int
+    )
+    max_concurrent_rpcs: int | None = _setting(
+        None, "RPCs handled at once per worker before gRPC refuses more (unset: no cap)", _opt_int
+    )
+    # Batching.
+    batching: bool = _setting(True, "coalesce unary requests into core batches", _bool)
+    max_batch_size: int = _setting(64, "flush a batch at this many items", int)
+    max_batch_delay_us: int = _setting(
+        500, "flush a batch this many microseconds after its first item", int
+    )
+    max_queue_size: int = _setting(
+        4096, "items waiting for grading before RESOURCE_EXHAUSTED (per worker)", int
+    )
+    max_queue_bytes: int = _setting(
+        512 * MIB, "request bytes waiting for grading before RESOURCE_EXHAUSTED", int
+    )
+    stream_window: int = _setting(
+        256, "traces of one StreamGradeTraces call in flight before reading pauses", int
+    )
+    executor_threads: int = _setting(
+        2, "Python threads handing batches to the core (parallelism is in the core)", int
+    )
+    grade_threads: int = _setting(0, "core grading threads per worker (0: one per core)", int)
+    # Core limits (SPEC section 7); defaults match docs/internals/core-api.md.
+    max_trace_bytes: int = _setting(4 * MIB, "largest encoded trace", int)
+    max_calls_per_trace: int = _setting(10_000, "most tool calls in one trace", int)
+    max_argument_bytes: int = _setting(MIB, "largest arguments_json / args_json text", int)
+    max_json_depth: int = _setting(128, "deepest JSON nesting accepted", int)
+    max_regex_bytes: int = _setting(MIB, "largest compiled regex program", int)
+    max_assertions_per_suite: int = _setting(1_000, "most assertions in one suite", int)
+    max_suite_bytes: int = _setting(4 * MIB, "largest encoded suite", int)
+    suite_cache_size: int = _setting(1_024, "compiled suites kept in memory (LRU)", int)
+    max_batch_items: int = _setting(10_000, "most traces in one BatchGradeTraces call", int)
+    # Lifecycle.
+    grace_period_s: float = _setting(
+        20.0, "seconds that queued and in-flight work gets to finish on SIGTERM", float
+    )
+    # Security.
+    tls_cert_file: str | None = _setting(
+        None, "PEM server certificate chain (enables TLS)", _opt_str
+    )
+    tls_key_file: str | None = _setting(None, "PEM private key of the server certificate", _opt_str)
+    tls_client_ca_file: str | None = _setting(
+        None,
+        "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)",
+        _opt_str,
+    )
+    auth_token: str | None = _setting(
+        None,
+        "require 'authorization: Bearer <token>' on every RPC except health (prefer the env var "
+        "or --auth-token-file: flags show in ps)",
+        _opt_str,
+        secret=True,
+    )
+    auth_token_file: str | None = _setting(None, "file holding the bearer token", _opt_str)
+    reflection: bool = _setting(
+        True, "serve gRPC server reflection (grpcurl without protos)", _bool
+    )
+    # Observability.
+    metrics_port: int | None = _setting(
+        None, "serve Prometheus metrics over HTTP on this port (worker i uses port+i)", _opt_int
+    )
+    metrics_host: str = _setting("127.0.0.1", "address of the metrics HTTP listener", str)
+    log_format: str = _setting("text", "log format: text or json", str)
+    log_level: str = _setting("INFO", "log level: DEBUG, INFO, WARNING, ERROR", str)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:  # noqa: PLR0912 - one flat list of independent checks
+        """Raise SettingsError naming the first setting with an impossible value."""
+        positive = [
+            "workers",
+            "max_message_bytes",
+            "max_batch_size",
+            "max_queue_size",
+            "max_queue_bytes",
+            "stream_window",
+            "executor_threads",
+            "max_trace_bytes",
+            "max_calls_per_trace",
+            "max_argument_bytes",
+            "max_json_depth",
+            "max_regex_bytes",
+            "max_assertions_per_suite",
+            "max_suite_bytes",
+            "suite_cache_size",
+            "max_batch_items",
+        ]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_batch_delay_us < 0:
+            raise SettingsError("max_batch_delay_us must not be negative")
+        if self.grade_threads < 0:
+            raise SettingsError("grade_threads must not be negative")
+        if self.grace_period_s < 0:
+            raise SettingsError("grace_period_s must not be negative")
+        if not self.listen:
+            raise SettingsError("listen needs at least one address")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise SettingsError("tls_cert_file and tls_key_file go together")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise SettingsError("tls_client_ca_file (mTLS) needs tls_cert_file and tls_key_file")
+        if self.auth_token is not None and self.auth_token_file is not None:
+            raise SettingsError("set auth_token or auth_token_file, not both")
+        if self.log_format not in {"text", "json"}:
+            raise SettingsError(f"log_format must be text or json, got {self.log_format!r}")
+        if self.workers > 1:
+            for address in self.listen:
+                if address.startswith("unix:") or address.endswith(":0"):
+                    raise SettingsError(
+                        f"workers > 1 needs fixed TCP ports to share; cannot share {address!r}"
+                    )
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise SettingsError(f"metrics_port out of range: {self.metrics_port}")
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Items per core call: 1 when batching is off (the --no-batching comparison mode)."""
+        return self.max_batch_size if self.batching else 1
+
+    def bearer_token(self) -> str | None:
+        """The configured token, read from auth_token_file when that is how it was given."""
+        if self.auth_token_file is not None:
+            with open(self.auth_token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+            if not token:
+                raise SettingsError(f"auth_token_file {self.auth_token_file!r} is empty")
+            return token
+        return self.auth_token
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """Field values for the startup log, secrets masked."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("secret") and value is not None:
+                value = "***"
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    # --- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def env_var(cls, name: str) -> str:
+        """The environment variable of a field."""
+        return ENV_PREFIX + name.upper()
+
+    @classmethod
+    def from_sources(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> Settings:
+        """Defaults, then TRAJGRADE_* variables, then explicit overrides (flags win)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(cls.env_var(f.name))
+            if raw is not None:
+                try:
+                    values[f.name] = f.metadata["parse"](raw)
+                except ValueError as exc:
+                    raise SettingsError(f"{cls.env_var(f.name)}: {exc}") from exc
+        for name, value in (overrides or {}).items():
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """One flag per field; a flag left out keeps the env var or the default."""
+        for f in fields(cls):
+            flag = "--" + f.name.replace("_", "-")
+            help_text = f"{f.metadata['help']} (env {cls.env_var(f.name)}"
+            if not f.metadata.get("secret"):
+                default = f.default
+                shown = ",".join(default) if isinstance(default, tuple) else default
+                help_text += f"; default {shown}"
+            help_text += ")"
+            if f.type in ("bool", bool):
+                parser.add_argument(
+                    flag,
+                    dest=f.name,
+                    action=argparse.BooleanOptionalAction,
+                    default=None,
+                    help=help_text,
+                )
+            elif f.name == "listen":
+                parser.add_argument(
+                    flag, dest=f.name, action="append", default=None, help=help_text
+                )
+            else:
+                parser.add_argument(
+                    flag, dest=f.name, type=f.metadata["parse"], default=None, help=help_text
+                )
+
+    @classmethod
+    def from_namespace(
+        cls, namespace: argparse.Namespace, environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Settings from parsed flags (added by add_arguments) over env vars and defaults."""
+        overrides: dict[str, Any] = {}
+        for f in fields(cls):
+            value = getattr(namespace, f.name, None)
+            if f.name == "listen" and value is not None:
+                value = tuple(a for item in value for a in _addresses(item))
+            overrides[f.name] = value
+        return cls.from_sources(environ, overrides)

@@ -1,0 +1,102 @@
+"""Protobuf wire-format framing, so the server can route bytes without decoding traces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from trajgrade.server.status import RequestInvalidError
+
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise RequestInvalidError("request is not a valid protobuf message (bad varint)")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def encode_varint(value: int) -> bytes:
+    """The base-128 varint encoding of a non-negative int."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def length_delimited(field_number: int, payload: bytes) -> bytes:
+    """One length-delimited field (a message or string) holding payload."""
+    return encode_varint(field_number << 3 | _LEN) + encode_varint(len(payload)) + payload
+
+
+def top_level_fields(buf: bytes) -> Iterator[tuple[int, int, int, int]]:
+    """(field number, start of the whole field, start of the value, end) for each top-level field.
+
+    Only the outer framing is read: a nested message (a whole trace) is skipped by its length.
+    """
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        start = pos
+        key, pos = _varint(buf, pos)
+        number, kind = key >> 3, key & 7
+        if number == 0:
+            raise RequestInvalidError("request is not a valid protobuf message (field 0)")
+        if kind == _VARINT:
+            _, pos = _varint(buf, pos)
+            value_start = start
+        elif kind == _I64:
+            value_start, pos = pos, pos + 8
+        elif kind == _I32:
+            value_start, pos = pos, pos + 4
+        elif kind == _LEN:
+            length, value_start = _varint(buf, pos)
+            pos = value_start + length
+        else:
+            raise RequestInvalidError(f"request is not a valid protobuf message (wire type {kind})")
+        if pos > size:
+            raise RequestInvalidError("request is not a valid protobuf message (truncated)")
+        yield number, start, value_start, pos
+
+
+def last_field(buf: bytes, numbers: tuple[int, ...]) -> tuple[int, bytes] | None:
+    """The last top-level field among ``numbers`` as (number, its full encoding), or None.
+
+    The last one wins, as it does when protobuf parses a oneof that appears twice.
+    """
+    found: tuple[int, bytes] | None = None
+    for number, start, _, end in top_level_fields(buf):
+        if number in numbers:
+            found = (number, buf[start:end])
+    return found
+
+
+def field_value(buf: bytes, number: int) -> bytes | None:
+    """The value bytes of the last length-delimited top-level field ``number``, or None."""
+    found: bytes | None = None
+    for num, _, value_start, end in top_level_fields(buf):
+        if num == number:
+            found = buf[value_start:end]
+    return found
+
+
+def trace_id(request: bytes) -> str:
+    """Best effort: the id of the trace (field 1) inside a GradeTraceRequest, else ''."""
+    try:
+        trace = field_value(request, 1)
+        if trace is None:
+            return ""
+        value = field_value(trace, 1)
+        return "" if value is None else value.decode("utf-8")
+    except (RequestInvalidError, UnicodeDecodeError):
+        pass
+    return ""
