@@ -1,13 +1,28 @@
 //! trajgrade._core: the PyO3 binding of trajgrade-core (glue only; grading lives in the core).
+mod detach;
+mod errors;
+mod grader;
+
 use pyo3::prelude::*;
 
 #[pymodule(gil_used = false)]
 mod _core {
     use super::*;
 
+    #[pymodule_export]
+    use crate::grader::{PyCompiledSuite, PyGrader, PyLimits};
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        let py = m.py();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("TrajgradeError", py.get_type::<errors::TrajgradeError>())?;
+        m.add("InvalidSuiteError", py.get_type::<errors::InvalidSuiteError>())?;
+        m.add("InvalidRequestError", py.get_type::<errors::InvalidRequestError>())?;
+        m.add("LimitExceededError", py.get_type::<errors::LimitExceededError>())?;
+        m.add("SuiteNotFoundError", py.get_type::<errors::SuiteNotFoundError>())?;
+        m.add("InternalError", py.get_type::<errors::InternalError>())?;
+        errors::add_defaults(py)?;
         Ok(())
     }
 }

@@ -1,0 +1,271 @@
+//! `Grader`, `CompiledSuite` and `Limits`: frozen wrappers over the core; bytes in, bytes out.
+use std::sync::Arc;
+
+use prost::Message;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
+use trajgrade_core::proto::v1::Trace;
+use trajgrade_core::{CompiledSuite, Grader, Limits};
+
+use crate::detach::run_detached;
+use crate::errors::{to_exception, PyCoreError};
+
+/// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
+#[pyclass(frozen, get_all, eq, name = "Limits", module = "trajgrade._core")]
+#[derive(Clone, PartialEq, Eq)]
+pub struct PyLimits {
+    max_trace_bytes: usize,
+    max_calls_per_trace: usize,
+    max_argument_bytes: usize,
+    max_json_depth: usize,
+    max_regex_bytes: usize,
+    max_assertions_per_suite: usize,
+    max_suite_bytes: usize,
+    suite_cache_size: usize,
+    max_batch_items: usize,
+}
+
+impl PyLimits {
+    fn to_core(&self) -> Limits {
+        Limits {
+            max_trace_bytes: self.max_trace_bytes,
+            max_calls_per_trace: self.max_calls_per_trace,
+            max_argument_bytes: self.max_argument_bytes,
+            max_json_depth: self.max_json_depth,
+            max_regex_bytes: self.max_regex_bytes,
+            max_assertions_per_suite: self.max_assertions_per_suite,
+            max_suite_bytes: self.max_suite_bytes,
+            suite_cache_size: self.suite_cache_size,
+            max_batch_items: self.max_batch_items,
+        }
+    }
+
+    fn from_core(l: &Limits) -> Self {
+        PyLimits {
+            max_trace_bytes: l.max_trace_bytes,
+            max_calls_per_trace: l.max_calls_per_trace,
+            max_argument_bytes: l.max_argument_bytes,
+            max_json_depth: l.max_json_depth,
+            max_regex_bytes: l.max_regex_bytes,
+            max_assertions_per_suite: l.max_assertions_per_suite,
+            max_suite_bytes: l.max_suite_bytes,
+            suite_cache_size: l.suite_cache_size,
+            max_batch_items: l.max_batch_items,
+        }
+    }
+}
+
+#[pymethods]
+impl PyLimits {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        max_trace_bytes = None,
+        max_calls_per_trace = None,
+        max_argument_bytes = None,
+        max_json_depth = None,
+        max_regex_bytes = None,
+        max_assertions_per_suite = None,
+        max_suite_bytes = None,
+        suite_cache_size = None,
+        max_batch_items = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        max_trace_bytes: Option<usize>,
+        max_calls_per_trace: Option<usize>,
+        max_argument_bytes: Option<usize>,
+        max_json_depth: Option<usize>,
+        max_regex_bytes: Option<usize>,
+        max_assertions_per_suite: Option<usize>,
+        max_suite_bytes: Option<usize>,
+        suite_cache_size: Option<usize>,
+        max_batch_items: Option<usize>,
+    ) -> Self {
+        let d = Limits::default();
+        PyLimits {
+            max_trace_bytes: max_trace_bytes.unwrap_or(d.max_trace_bytes),
+            max_calls_per_trace: max_calls_per_trace.unwrap_or(d.max_calls_per_trace),
+            max_argument_bytes: max_argument_bytes.unwrap_or(d.max_argument_bytes),
+            max_json_depth: max_json_depth.unwrap_or(d.max_json_depth),
+            max_regex_bytes: max_regex_bytes.unwrap_or(d.max_regex_bytes),
+            max_assertions_per_suite: max_assertions_per_suite
+                .unwrap_or(d.max_assertions_per_suite),
+            max_suite_bytes: max_suite_bytes.unwrap_or(d.max_suite_bytes),
+            suite_cache_size: suite_cache_size.unwrap_or(d.suite_cache_size),
+            max_batch_items: max_batch_items.unwrap_or(d.max_batch_items),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Limits(max_trace_bytes={}, max_calls_per_trace={}, max_argument_bytes={}, \
+             max_json_depth={}, max_regex_bytes={}, max_assertions_per_suite={}, \
+             max_suite_bytes={}, suite_cache_size={}, max_batch_items={})",
+            self.max_trace_bytes,
+            self.max_calls_per_trace,
+            self.max_argument_bytes,
+            self.max_json_depth,
+            self.max_regex_bytes,
+            self.max_assertions_per_suite,
+            self.max_suite_bytes,
+            self.suite_cache_size,
+            self.max_batch_items,
+        )
+    }
+}
+
+fn bytes_list<'py>(py: Python<'py>, items: &[Vec<u8>]) -> Vec<Bound<'py, PyBytes>> {
+    items.iter().map(|b| PyBytes::new(py, b)).collect()
+}
+
+fn borrow(items: &[PyBackedBytes]) -> Vec<&[u8]> {
+    items.iter().map(|b| &b[..]).collect()
+}
+
+/// A validated, compiled suite, bound to the grader (limits, thread pool) that compiled it.
+#[pyclass(frozen, name = "CompiledSuite", module = "trajgrade._core")]
+pub struct PyCompiledSuite {
+    grader: Arc<Grader>,
+    suite: Arc<CompiledSuite>,
+}
+
+#[pymethods]
+impl PyCompiledSuite {
+    #[getter]
+    fn suite_id(&self) -> &str {
+        self.suite.id()
+    }
+
+    /// The suite as serialized `Suite` bytes.
+    fn suite_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.suite.suite().encode_to_vec())
+    }
+
+    /// One serialized `Trace` → serialized `GradeResult`; a bad trace raises.
+    fn grade<'py>(&self, py: Python<'py>, trace: PyBackedBytes) -> PyResult<Bound<'py, PyBytes>> {
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        let result = run_detached(py, move || {
+            suite.check_and_grade(&trace, grader.limits()).map(|r| r.encode_to_vec())
+        })?
+        .map_err(PyCoreError)?;
+        Ok(PyBytes::new(py, &result))
+    }
+
+    /// Serialized `Trace`s → one serialized `TraceOutcome` each, graded in parallel.
+    fn grade_batch<'py>(
+        &self,
+        py: Python<'py>,
+        traces: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        let out = run_detached(py, move || grader.grade_traces(&suite, &borrow(&traces)))?;
+        Ok(bytes_list(py, &out))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CompiledSuite(suite_id={:?})", self.suite.id())
+    }
+}
+
+/// Limits, a dedicated thread pool and the compiled-suite cache; shared by every thread.
+#[pyclass(frozen, name = "Grader", module = "trajgrade._core")]
+pub struct PyGrader {
+    inner: Arc<Grader>,
+    threads: usize,
+}
+
+impl PyGrader {
+    fn wrap(&self, suite: Arc<CompiledSuite>) -> PyCompiledSuite {
+        PyCompiledSuite { grader: Arc::clone(&self.inner), suite }
+    }
+}
+
+#[pymethods]
+impl PyGrader {
+    #[new]
+    #[pyo3(signature = (limits = None, threads = 0))]
+    fn new(limits: Option<&Bound<'_, PyLimits>>, threads: usize) -> Self {
+        let limits = limits.map_or_else(Limits::default, |l| l.get().to_core());
+        PyGrader { inner: Arc::new(Grader::new(limits, threads)), threads }
+    }
+
+    #[getter]
+    fn limits(&self) -> PyLimits {
+        PyLimits::from_core(self.inner.limits())
+    }
+
+    /// The requested thread count (0 = one per core).
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Serialized `Suite` → a compiled suite (cached by content); raises `InvalidSuiteError`.
+    fn compile_suite(&self, py: Python<'_>, suite: PyBackedBytes) -> PyResult<PyCompiledSuite> {
+        let grader = Arc::clone(&self.inner);
+        let compiled = run_detached(py, move || grader.compile_suite(&suite))?.map_err(PyCoreError)?;
+        Ok(self.wrap(compiled))
+    }
+
+    /// Compiles and keeps a serialized `Suite`; returns its id.
+    fn register_suite(&self, py: Python<'_>, suite: PyBackedBytes) -> PyResult<String> {
+        let grader = Arc::clone(&self.inner);
+        Ok(run_detached(py, move || grader.register_suite(&suite))?.map_err(PyCoreError)?)
+    }
+
+    fn get_suite(&self, suite_id: &str) -> Option<PyCompiledSuite> {
+        self.inner.get_suite(suite_id).map(|s| self.wrap(s))
+    }
+
+    /// Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or that item's error.
+    fn grade_requests<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let grader = Arc::clone(&self.inner);
+        let out = run_detached(py, move || grader.grade_requests(&borrow(&requests)))?;
+        out.into_iter()
+            .map(|item| match item {
+                Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any()),
+                Err(e) => to_exception(py, &e),
+            })
+            .collect()
+    }
+
+    /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`.
+    fn grade_batch_request<'py>(
+        &self,
+        py: Python<'py>,
+        request: PyBackedBytes,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let grader = Arc::clone(&self.inner);
+        let out = run_detached(py, move || grader.grade_batch_request(&request))?
+            .map_err(PyCoreError)?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Serialized `Trace`s against one compiled suite → one serialized `TraceOutcome` each.
+    fn grade_traces<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        traces: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out = run_detached(py, move || grader.grade_traces(&suite, &borrow(&traces)))?;
+        Ok(bytes_list(py, &out))
+    }
+
+    /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)
+    /// and returns how many decoded.
+    fn decode_only(&self, py: Python<'_>, traces: Vec<PyBackedBytes>) -> PyResult<usize> {
+        run_detached(py, move || traces.iter().filter(|t| Trace::decode(&t[..]).is_ok()).count())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Grader(threads={})", self.threads)
+    }
+}
