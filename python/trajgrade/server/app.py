@@ -118,7 +118,11 @@ class GradingServer:
             max_workers=1, thread_name_prefix="trajgrade-control"
         )
         servicer = GraderServicer(
-            self.grader, self._batcher, self._control, stream_window=s.stream_window
+            self.grader,
+            self._batcher,
+            self._control,
+            stream_window=s.stream_window,
+            max_batch_items=s.max_batch_items,
         )
         server = grpc.aio.server(
             interceptors=interceptors,

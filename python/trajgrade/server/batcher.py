@@ -19,11 +19,12 @@ log = logging.getLogger("trajgrade.server")
 
 
 class GraderLike(Protocol):
-    """The part of trajgrade._core.Grader the batcher calls (both release the GIL)."""
+    """The part of trajgrade._core.Grader the batcher calls (it releases the GIL)."""
 
     def grade_requests(self, requests: list[bytes]) -> Sequence[bytes | BaseException]: ...
 
-    def grade_batch_request(self, request: bytes) -> bytes: ...
+
+Solo = Callable[[bytes], bytes]
 
 
 @dataclass(eq=False)
@@ -32,7 +33,7 @@ class _Entry:
     future: asyncio.Future[bytes]
     deadline: float | None  # loop.time() after which grading is pointless
     enqueued: float  # loop.time() at submission
-    solo: bool = False  # a whole BatchGradeTraces request: graded alone
+    solo: Solo | None = None  # grades a whole BatchGradeTraces request alone, in one core call
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -137,9 +138,9 @@ class Batcher:
     # --- submission ----------------------------------------------------------------------------
 
     def submit(
-        self, payload: bytes, deadline: float | None, *, solo: bool = False
+        self, payload: bytes, deadline: float | None, *, solo: Solo | None = None
     ) -> asyncio.Future[bytes]:
-        """Queue one serialized GradeTraceRequest (or, solo, a BatchGradeTracesRequest).
+        """Queue one serialized GradeTraceRequest, or a payload that ``solo`` grades by itself.
 
         ``deadline`` is seconds from now (the RPC's time_remaining()), or None. The future
         resolves to the core's response bytes, or raises the item's TrajgradeError.
@@ -176,9 +177,9 @@ class Batcher:
         """Submit one GradeTraceRequest and wait for its GradeTraceResponse bytes."""
         return await self.submit(payload, deadline)
 
-    async def grade_batch(self, payload: bytes, deadline: float | None) -> bytes:
-        """Submit one BatchGradeTracesRequest (graded as one core call) and wait for it."""
-        return await self.submit(payload, deadline, solo=True)
+    async def grade_solo(self, payload: bytes, deadline: float | None, solo: Solo) -> bytes:
+        """Queue ``solo(payload)`` (one whole BatchGradeTracesRequest) and wait for it."""
+        return await self.submit(payload, deadline, solo=solo)
 
     # --- the collector -------------------------------------------------------------------------
 
@@ -209,7 +210,7 @@ class Batcher:
         while True:
             while self._queue:
                 entry = self._queue[0]
-                if entry.solo and flush_at is not None:
+                if entry.solo is not None and flush_at is not None:
                     return None  # a whole batch request is never merged into a unary batch
                 self._pop()
                 if self._alive(entry, loop.time()):
@@ -239,7 +240,7 @@ class Batcher:
                     return
                 continue
             await self._slots.acquire()
-            if first.solo:
+            if first.solo is not None:
                 self._launch([first], self._grade_solo)
                 continue
             batch = [first]
@@ -272,8 +273,10 @@ class Batcher:
         return list(self._grader.grade_requests([e.payload for e in batch]))
 
     def _grade_solo(self, batch: list[_Entry]) -> list[bytes | BaseException]:
+        entry = batch[0]
+        assert entry.solo is not None
         try:
-            return [self._grader.grade_batch_request(batch[0].payload)]
+            return [entry.solo(entry.payload)]
         except Exception as exc:  # the per-item slot carries it to the caller's status
             return [exc]
 

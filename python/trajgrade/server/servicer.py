@@ -33,14 +33,24 @@ _SUITE_REF = (2, 3)
 # as its field 1.
 _OUTCOME = 1
 _SUITE = 1
+# BatchGradeTracesRequest: suite = 1, suite_id = 2, traces = 3; its response: outcomes = 1.
+_BATCH_SUITE = 1
+_BATCH_SUITE_REF = (1, 2)
+_BATCH_TRACES = 3
 
 
-class SuiteStore(Protocol):
-    """The suite half of trajgrade._core.Grader."""
+class CoreGrader(Protocol):
+    """The parts of trajgrade._core.Grader the servicer calls beyond the batcher's."""
 
     def register_suite(self, suite: bytes) -> str: ...
 
     def get_suite(self, suite_id: str) -> Any: ...
+
+    def compile_suite(self, suite: bytes) -> Any: ...
+
+    def grade_batch_request(self, request: bytes) -> bytes: ...
+
+    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]: ...
 
 
 # grpc ships no type information, so the context is effectively Any to mypy.
@@ -52,11 +62,12 @@ class GraderServicer:
 
     def __init__(
         self,
-        grader: SuiteStore,
+        grader: CoreGrader,
         batcher: Batcher,
         control: concurrent.futures.Executor,
         *,
         stream_window: int,
+        max_batch_items: int,
     ) -> None:
         self._grader = grader
         self._batcher = batcher
@@ -64,6 +75,7 @@ class GraderServicer:
         # and off the grading threads (so registration never waits behind a huge batch).
         self._control = control
         self._window = stream_window
+        self._max_batch_items = max_batch_items
 
     async def grade_trace(self, request: bytes, context: Ctx) -> bytes:
         """GradeTrace: through the batcher; the core answers GradeTraceResponse bytes."""
@@ -71,7 +83,46 @@ class GraderServicer:
 
     async def batch_grade_traces(self, request: bytes, context: Ctx) -> bytes:
         """BatchGradeTraces: one core call for the whole request, queued like any other work."""
-        return await self._batcher.grade_batch(request, context.time_remaining())
+        return await self._batcher.grade_solo(
+            request, context.time_remaining(), self._grade_batch_envelope
+        )
+
+    def _grade_batch_envelope(self, request: bytes) -> bytes:
+        """Runs on a grading thread: the whole BatchGradeTracesRequest in one core call.
+
+        The core decodes the envelope in one go, so a trace that does not decode (invalid
+        UTF-8, broken framing) fails the whole call there. Only then, the envelope is split on
+        its outer framing (the traces themselves stay undecoded) and graded trace by trace, so
+        that one bad trace gets its own ItemError and its siblings are graded (SPEC 7).
+        """
+        try:
+            return self._grader.grade_batch_request(request)
+        except _core.InvalidRequestError:
+            pass
+        suite_ref: tuple[int, bytes] | None = None
+        traces: list[bytes] = []
+        for number, _, value_start, end in wire.top_level_fields(request):
+            if number in _BATCH_SUITE_REF:
+                suite_ref = (number, request[value_start:end])
+            elif number == _BATCH_TRACES:
+                traces.append(request[value_start:end])
+        if suite_ref is None:
+            raise RequestInvalidError("set suite or suite_id", field="suite_ref")
+        if len(traces) > self._max_batch_items:
+            raise RequestInvalidError(
+                f"{len(traces)} traces in one call; the limit is {self._max_batch_items}",
+                field="traces",
+            )
+        number, value = suite_ref
+        if number == _BATCH_SUITE:
+            suite = self._grader.compile_suite(value)
+        else:
+            suite_id = value.decode("utf-8", errors="replace")
+            suite = self._grader.get_suite(suite_id)
+            if suite is None:
+                raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
+        outcomes = self._grader.grade_traces(suite, traces)
+        return b"".join(wire.length_delimited(_OUTCOME, o) for o in outcomes)
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -164,9 +165,9 @@ def _pack(code: int, message: str, details: list[object]) -> grpc.Status:
     return rpc_status.to_status(status_pb2.Status(code=code, message=message, details=packed))
 
 
-def error_info(status: grpc.Status) -> error_details_pb2.ErrorInfo | None:
-    """The ErrorInfo inside a status built by to_status (used by clients and tests)."""
-    for key, value in status.trailing_metadata or ():
+def error_info(trailing_metadata: Any) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo in a failed call's trailing metadata (as to_status put it there)."""
+    for key, value in trailing_metadata or ():
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
             parsed = status_pb2.Status.FromString(value)
             for detail in parsed.details:
