@@ -179,7 +179,10 @@ mod tests {
 
     #[test]
     fn no_whitespace() {
-        assert_eq!(canon("{ \"a\" : 1 ,\n \"b\" : [ true , null ] }"), r#"{"a":1,"b":[true,null]}"#);
+        assert_eq!(
+            canon("{ \"a\" : 1 ,\n \"b\" : [ true , null ] }"),
+            r#"{"a":1,"b":[true,null]}"#
+        );
         assert_eq!(canon(" [ ] "), "[]");
         assert_eq!(canon("{}"), "{}");
     }
