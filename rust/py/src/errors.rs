@@ -49,7 +49,7 @@ pub fn add_defaults(py: Python<'_>) -> PyResult<()> {
     base.setattr("reason_code", "")?;
     base.setattr("field", "")?;
     base.setattr("message", "")?;
-    py.get_type::<InvalidSuiteError>().setattr("problems", PyTuple::empty(py))?;
+    py.get_type::<InvalidSuiteError>().setattr("problems", PyList::empty(py))?;
     Ok(())
 }
 

@@ -1,0 +1,136 @@
+"""Stub of `trajgrade._core`, the PyO3 binding of the Rust core (bytes in, bytes out).
+
+Every long call releases the GIL and grades on the grader's own thread pool. Inputs and
+outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core-api.md.
+"""
+
+from typing import final
+
+__all__ = [
+    "CompiledSuite",
+    "Grader",
+    "InternalError",
+    "InvalidRequestError",
+    "InvalidSuiteError",
+    "LimitExceededError",
+    "Limits",
+    "SuiteNotFoundError",
+    "TrajgradeError",
+    "__version__",
+]
+
+__version__: str
+
+class TrajgradeError(Exception):
+    """Base of every trajgrade error."""
+
+    reason_code: str
+    """Stable UPPER_SNAKE code (`INVALID_SUITE`, `INVALID_TRACE`, `TRACE_TOO_LARGE`, ...)."""
+    field: str
+    """Field path the error is about (`assertions[2].tool_call_args.match.pattern`)."""
+    message: str
+    """Human message."""
+
+class InvalidSuiteError(TrajgradeError):
+    """The suite is invalid; `field` is the first problem's path."""
+
+    problems: list[tuple[str, str]]
+    """Every problem as (field, message), in suite order."""
+
+class InvalidRequestError(TrajgradeError):
+    """Malformed bytes or an invalid trace or request."""
+
+class LimitExceededError(TrajgradeError):
+    """A configured limit was exceeded; `reason_code` names it."""
+
+class SuiteNotFoundError(TrajgradeError):
+    """No compiled suite has this id."""
+
+class InternalError(TrajgradeError):
+    """A bug in trajgrade (a panic in the core); the message is generic."""
+
+@final
+class Limits:
+    """Every SPEC §7 limit; keyword construction, defaults as documented in the core."""
+
+    def __new__(
+        cls,
+        *,
+        max_trace_bytes: int | None = None,
+        max_calls_per_trace: int | None = None,
+        max_argument_bytes: int | None = None,
+        max_json_depth: int | None = None,
+        max_regex_bytes: int | None = None,
+        max_assertions_per_suite: int | None = None,
+        max_suite_bytes: int | None = None,
+        suite_cache_size: int | None = None,
+        max_batch_items: int | None = None,
+    ) -> Limits: ...
+    @property
+    def max_trace_bytes(self) -> int:
+        """Largest encoded Trace in bytes (default 4 MiB)."""
+    @property
+    def max_calls_per_trace(self) -> int:
+        """Most calls in one trace (default 10 000)."""
+    @property
+    def max_argument_bytes(self) -> int:
+        """Largest single arguments_json / args_json text in bytes (default 1 MiB)."""
+    @property
+    def max_json_depth(self) -> int:
+        """Deepest JSON nesting accepted (default 128)."""
+    @property
+    def max_regex_bytes(self) -> int:
+        """Largest compiled regex program in bytes (default 1 MiB)."""
+    @property
+    def max_assertions_per_suite(self) -> int:
+        """Most assertions in one suite (default 1 000)."""
+    @property
+    def max_suite_bytes(self) -> int:
+        """Largest encoded Suite in bytes (default 4 MiB)."""
+    @property
+    def suite_cache_size(self) -> int:
+        """Compiled suites kept in memory, LRU (default 1 024)."""
+    @property
+    def max_batch_items(self) -> int:
+        """Most traces in one batch request (default 10 000)."""
+
+@final
+class CompiledSuite:
+    """A validated, compiled suite bound to the grader that compiled it (immutable)."""
+
+    @property
+    def suite_id(self) -> str:
+        """Content hash of the canonical suite: `s1-` + 32 hex digits."""
+    def suite_bytes(self) -> bytes:
+        """The suite as serialized `Suite` bytes."""
+    def grade(self, trace: bytes) -> bytes:
+        """Serialized `Trace` → serialized `GradeResult`; a bad trace raises."""
+    def grade_batch(self, traces: list[bytes]) -> list[bytes]:
+        """Serialized `Trace`s → one serialized `TraceOutcome` each (GIL released, parallel)."""
+
+@final
+class Grader:
+    """Limits, a dedicated thread pool and the compiled-suite cache; share one per process."""
+
+    def __new__(cls, limits: Limits | None = None, threads: int = 0) -> Grader:
+        """`threads` 0 means one per core."""
+    @property
+    def limits(self) -> Limits:
+        """The limits this grader applies."""
+    @property
+    def threads(self) -> int:
+        """The requested thread count (0 = one per core)."""
+    def compile_suite(self, suite: bytes) -> CompiledSuite:
+        """Serialized `Suite` → compiled suite (cached by content); raises InvalidSuiteError."""
+    def register_suite(self, suite: bytes) -> str:
+        """Compiles and keeps a serialized `Suite`; returns its id."""
+    def get_suite(self, suite_id: str) -> CompiledSuite | None:
+        """A compiled suite by id, if it is still cached."""
+    def grade_requests(self, requests: list[bytes]) -> list[bytes | TrajgradeError]:
+        """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error."""
+    def grade_batch_request(self, request: bytes) -> bytes:
+        """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`."""
+    def grade_traces(self, suite: CompiledSuite, traces: list[bytes]) -> list[bytes]:
+        """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each."""
+    def decode_only(self, traces: list[bytes]) -> int:
+        """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""

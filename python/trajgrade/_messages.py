@@ -1,0 +1,80 @@
+"""Strict dict → protobuf message parsing, with the field path of the first unknown field."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+M = TypeVar("M", bound=Message)
+
+
+class MessageParseError(ValueError):
+    """A dict that does not fit the message; `field` is the path of the problem."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _find_field(descriptor: Descriptor, key: str) -> FieldDescriptor | None:
+    field = descriptor.fields_by_name.get(key)
+    if field is not None:
+        return field
+    return next((f for f in descriptor.fields if f.json_name == key), None)
+
+
+def unknown_field(value: Any, descriptor: Descriptor, prefix: str = "") -> str | None:
+    """Path of the first key that is not a field of `descriptor` (depth-first, in key order)."""
+    if not isinstance(value, Mapping):
+        return None
+    for key, item in value.items():
+        field = _find_field(descriptor, str(key))
+        path = _join(prefix, str(key))
+        if field is None:
+            return path
+        if field.type != FieldDescriptor.TYPE_MESSAGE:
+            continue
+        sub = field.message_type
+        if sub.GetOptions().map_entry:
+            value_field = sub.fields_by_name["value"]
+            if value_field.type == FieldDescriptor.TYPE_MESSAGE and isinstance(item, Mapping):
+                for k, v in item.items():
+                    found = unknown_field(v, value_field.message_type, f"{path}[{k!r}]")
+                    if found:
+                        return found
+            continue
+        items = item if isinstance(item, list) else None
+        if items is not None and field.is_repeated:
+            for i, element in enumerate(items):
+                found = unknown_field(element, sub, f"{path}[{i}]")
+                if found:
+                    return found
+        else:
+            found = unknown_field(item, sub, path)
+            if found:
+                return found
+    return None
+
+
+def parse_dict(value: Any, message: M) -> M:
+    """Fills `message` from its protobuf JSON mapping; unknown fields are errors."""
+    if not isinstance(value, Mapping):
+        raise MessageParseError("", f"expected an object, got {type(value).__name__}")
+    found = unknown_field(value, message.DESCRIPTOR)
+    if found:
+        name = message.DESCRIPTOR.name
+        raise MessageParseError(found, f"unknown field (not part of trajgrade.v1.{name})")
+    try:
+        json_format.ParseDict(value, message, ignore_unknown_fields=False)
+    except json_format.ParseError as exc:
+        raise MessageParseError("", str(exc).splitlines()[0]) from exc
+    return message

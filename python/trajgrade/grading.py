@@ -1,0 +1,98 @@
+"""The public grading API: `compile_suite(...)` → `CompiledSuite` with `.grade` / `.grade_batch`."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable
+
+from trajgrade import _core
+from trajgrade._core import Grader, TrajgradeError
+from trajgrade.suites import SuiteInput, suite_bytes
+from trajgrade.traces import TraceInput, trace_bytes
+from trajgrade.v1 import result_pb2, suite_pb2
+
+_default: Grader | None = None
+_default_lock = threading.Lock()
+_TRACES_INDEX = re.compile(r"^traces\[\d+\]")
+
+
+def default_grader() -> Grader:
+    """The process-wide grader (threads from `TRAJGRADE_GRADE_THREADS`, default: one per core)."""
+    global _default  # noqa: PLW0603 -- one lazily built grader per process, by design
+    with _default_lock:
+        if _default is None:
+            _default = Grader(threads=int(os.environ.get("TRAJGRADE_GRADE_THREADS", "0")))
+        return _default
+
+
+class CompiledSuite:
+    """A validated, compiled suite. Immutable and safe to share between threads."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: _core.CompiledSuite) -> None:
+        self._inner = inner
+
+    @property
+    def suite_id(self) -> str:
+        """Content hash of the canonical suite (`s1-` + 32 hex digits), equal on every replica."""
+        return self._inner.suite_id
+
+    @property
+    def suite(self) -> suite_pb2.Suite:
+        """The suite as compiled."""
+        return suite_pb2.Suite.FromString(self._inner.suite_bytes())
+
+    def grade(self, trace: TraceInput) -> result_pb2.GradeResult:
+        """Grades one trace (message, bytes, dict or JSON text).
+
+        Raises `InvalidRequestError` / `LimitExceededError` for a trace that cannot be graded.
+        """
+        return result_pb2.GradeResult.FromString(self._inner.grade(trace_bytes(trace)))
+
+    def grade_batch(
+        self, traces: Iterable[TraceInput]
+    ) -> list[result_pb2.GradeResult | result_pb2.ItemError]:
+        """Grades many traces in parallel (the GIL is released); one outcome per trace, in order.
+
+        A trace that cannot be graded becomes that item's `ItemError`; the others are graded.
+        """
+        slots: list[result_pb2.GradeResult | result_pb2.ItemError | None] = []
+        payloads: list[bytes] = []
+        origin: list[int] = []
+        for i, trace in enumerate(traces):
+            try:
+                payloads.append(trace_bytes(trace, f"traces[{i}]"))
+            except TrajgradeError as exc:
+                slots.append(_item_error(exc))
+                continue
+            origin.append(i)
+            slots.append(None)
+        for i, raw in zip(origin, self._inner.grade_batch(payloads), strict=True):
+            outcome = result_pb2.TraceOutcome.FromString(raw)
+            if outcome.WhichOneof("outcome") == "error":
+                # The core numbers items within `payloads`; report the caller's index.
+                outcome.error.field = _TRACES_INDEX.sub(f"traces[{i}]", outcome.error.field)
+                slots[i] = outcome.error
+            else:
+                slots[i] = outcome.result
+        return [s for s in slots if s is not None]
+
+    def __repr__(self) -> str:
+        return f"CompiledSuite(suite_id={self.suite_id!r})"
+
+
+def _item_error(exc: TrajgradeError) -> result_pb2.ItemError:
+    return result_pb2.ItemError(
+        reason_code=exc.reason_code, field=exc.field, message=exc.message or str(exc)
+    )
+
+
+def compile_suite(suite: SuiteInput, *, grader: Grader | None = None) -> CompiledSuite:
+    """Validates and compiles a suite: a `Suite` message, its bytes, protobuf-JSON or YAML
+    text, a dict, or a file path. Raises `InvalidSuiteError` naming the field of the problem.
+    """
+    core = (grader or default_grader()).compile_suite(suite_bytes(suite))
+    return CompiledSuite(core)

@@ -1,0 +1,53 @@
+"""Every shared conformance case through the public Python API (compile_suite → grade)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import CASES, compare_outcome
+
+import trajgrade
+from trajgrade.v1 import assertion_pb2, result_pb2
+
+
+def result_dict(result: result_pb2.GradeResult) -> dict[str, Any]:
+    """The compared fields of a GradeResult, in the conformance (proto JSON) spelling."""
+    return {
+        "verdict": result_pb2.Verdict.Name(result.verdict),
+        "score": result.score,
+        "soft_failures": result.soft_failures,
+        "results": [
+            {
+                "name": r.name,
+                "status": result_pb2.AssertionStatus.Name(r.status),
+                "severity": assertion_pb2.Severity.Name(r.severity),
+                "reason_code": r.reason_code,
+                "positions": list(r.positions),
+            }
+            for r in result.results
+        ],
+    }
+
+
+def test_corpus_is_complete() -> None:
+    assert len(CASES) == 293
+    assert len({c["id"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_case(case: dict[str, Any]) -> None:
+    expect = case["expect"]
+    if "error" in expect:
+        assert expect["error"] == "INVALID_ARGUMENT"
+        with pytest.raises(trajgrade.InvalidSuiteError) as info:
+            trajgrade.compile_suite(case["suite"])
+        assert info.value.field == expect["field"]
+        assert info.value.reason_code == "INVALID_SUITE"
+        assert info.value.problems[0][0] == expect["field"]
+        return
+    suite = trajgrade.compile_suite(case["suite"])
+    result = suite.grade(case["trace"])
+    assert result.trace_id == case["trace"].get("id", "")
+    assert result.suite_id == suite.suite_id
+    compare_outcome(expect, result_dict(result))
