@@ -39,7 +39,7 @@ fn join_problems(problems: &[SuiteProblem]) -> String {
 }
 
 impl CoreError {
-    /// The stable UPPER_SNAKE code of this error.
+    /// The stable `UPPER_SNAKE` code of this error.
     pub fn reason_code(&self) -> &str {
         match self {
             CoreError::InvalidSuite(_) => "INVALID_SUITE",

@@ -34,7 +34,7 @@ impl Check for NoRepeat {
         // Buckets by (name, order-insensitive structural hash); equality is then checked exactly.
         let mut buckets: HashMap<(&str, u64), Vec<Vec<usize>>> = HashMap::new();
         for (i, call) in t.calls().iter().enumerate() {
-            if !self.tools.is_empty() && !self.tools.iter().any(|n| *n == call.name) {
+            if !self.tools.is_empty() && !self.tools.contains(&call.name) {
                 continue;
             }
             // Unrecorded or invalid arguments are never identical to anything (§9.20).

@@ -1,4 +1,4 @@
-//! `tool_sequence`: steps found IN_ORDER (greedy), EXACTly, or in ANY_ORDER (maximum matching).
+//! `tool_sequence`: steps found in order (greedy scan), exactly, or in any order (maximum matching).
 use super::{pos, Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
@@ -75,29 +75,25 @@ impl Sequence {
         let mut positions = Vec::with_capacity(self.steps.len());
         let mut next = 0;
         for (k, step) in self.steps.iter().enumerate() {
-            match (next..t.len()).find(|&i| step.matches(t, i)) {
-                Some(i) => {
-                    positions.push(pos(i));
-                    next = i + 1;
-                }
-                None => {
-                    let after = if next == 0 {
-                        String::from("in the trace")
-                    } else {
-                        format!("after call {next}")
-                    };
-                    return Outcome::fail(
-                        Reason::SequenceIncomplete,
-                        format!(
-                            "matched {k} of {} steps; step {} {} not found {after}",
-                            self.steps.len(),
-                            k + 1,
-                            step.shown
-                        ),
-                        positions,
-                    );
-                }
-            }
+            let Some(i) = (next..t.len()).find(|&i| step.matches(t, i)) else {
+                let after = if next == 0 {
+                    String::from("in the trace")
+                } else {
+                    format!("after call {next}")
+                };
+                return Outcome::fail(
+                    Reason::SequenceIncomplete,
+                    format!(
+                        "matched {k} of {} steps; step {} {} not found {after}",
+                        self.steps.len(),
+                        k + 1,
+                        step.shown
+                    ),
+                    positions,
+                );
+            };
+            positions.push(pos(i));
+            next = i + 1;
         }
         Outcome::pass(positions)
     }

@@ -27,13 +27,11 @@ impl ToolArgs {
                 "QUANTIFIER_ALL cannot be combined with call_index",
             );
         }
-        let matcher = match &m.r#match {
-            Some(am) => ArgsMatcher::compile(am, &format!("{path}.match"), false, c),
-            None => {
-                c.problem(format!("{path}.match"), "match is required");
-                None
-            }
-        }?;
+        let Some(am) = &m.r#match else {
+            c.problem(format!("{path}.match"), "match is required");
+            return None;
+        };
+        let matcher = ArgsMatcher::compile(am, &format!("{path}.match"), false, c)?;
         if m.tool.is_empty() || (all && m.call_index != 0) {
             return None;
         }
@@ -53,14 +51,14 @@ impl ToolArgs {
     }
 
     fn indexed(&self, t: &TraceView<'_>, calls: &[usize]) -> Outcome {
-        let n = calls.len() as i64;
-        let k = i64::from(self.call_index);
-        let at = if k > 0 { k - 1 } else { n + k };
+        let count = calls.len() as i64;
+        let index = i64::from(self.call_index);
+        let at = if index > 0 { index - 1 } else { count + index };
         let Some(&i) = usize::try_from(at).ok().and_then(|at| calls.get(at)) else {
             return Outcome::fail(
                 Reason::CallIndexOutOfRange,
                 format!(
-                    "{} was called {n} time(s), so call_index {} selects no call",
+                    "{} was called {count} time(s), so call_index {} selects no call",
                     self.tool, self.call_index
                 ),
                 vec![],

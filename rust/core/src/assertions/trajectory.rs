@@ -1,5 +1,5 @@
-//! `trajectory_match`: the calls against a reference trajectory (STRICT, IN_ORDER, SUPERSET,
-//! SUBSET, UNORDERED) with per-tool argument overrides (§9.14-9.15).
+//! `trajectory_match`: the calls against a reference trajectory (strict, in order, superset,
+//! subset or unordered) with per-tool argument overrides (§9.14-9.15).
 use std::collections::HashMap;
 
 use super::{list_positions, pos, Check, Outcome};
@@ -137,16 +137,12 @@ impl Trajectory {
         let mut next = 0;
         let mut missing = None;
         for (k, r) in self.reference.iter().enumerate() {
-            match (next..t.len()).find(|&i| r.matches(t, i)) {
-                Some(i) => {
-                    used.push(i);
-                    next = i + 1;
-                }
-                None => {
-                    missing = Some(k);
-                    break;
-                }
-            }
+            let Some(i) = (next..t.len()).find(|&i| r.matches(t, i)) else {
+                missing = Some(k);
+                break;
+            };
+            used.push(i);
+            next = i + 1;
         }
         let Some(k) = missing else {
             return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
