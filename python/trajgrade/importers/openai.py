@@ -1,0 +1,265 @@
+"""OpenAI importer: Chat Completions message lists and Responses API items."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from trajgrade.importers import exact_json
+from trajgrade.importers.records import (
+    MESSAGE_LIST_KEYS,
+    dumps_untrusted,
+    iter_json_records,
+    wrapper_metadata,
+)
+from trajgrade.importers.report import (
+    CONFLICTING_ID,
+    DUPLICATE_TOOL_RESULT,
+    NON_TEXT_ANSWER_CONTENT,
+    NON_TEXT_RESULT_CONTENT,
+    TOOL_CALL_WITHOUT_NAME,
+    TOOL_RESULT_WITHOUT_CALL,
+    UNKNOWN_ITEM_TYPE,
+    UNRECOGNISED_RECORD,
+    UNSUPPORTED_TOOL_CALL,
+    ImportReport,
+)
+from trajgrade.v1 import trace_pb2
+
+# Responses API items that carry no tool call, result or answer: skipped without a report.
+_SILENT_ITEM_TYPES = frozenset(
+    {
+        "reasoning",
+        "item_reference",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "compaction",
+    }
+)
+# Built-in (hosted) tool items: real tool use, but with no function name and JSON arguments.
+_HOSTED_TOOL_SUFFIXES = ("_call", "_call_output")
+_TEXT_PART_TYPES = frozenset({"text", "output_text", "input_text"})
+
+
+def read(
+    path: Path, report: ImportReport, *, error_prefix: str | None = None
+) -> Iterator[trace_pb2.Trace]:
+    """Yield one Trace per conversation in a JSON / JSON Lines file."""
+    index = 0
+    for where, value in iter_json_records(path, report):
+        for conv_where, trace_id, metadata, items in iter_conversations(value, where, report):
+            yield from_items(
+                items,
+                trace_id=trace_id or f"{path.stem}#{index}",
+                metadata=metadata,
+                report=report,
+                where=conv_where,
+                error_prefix=error_prefix,
+            )
+            index += 1
+
+
+def iter_conversations(
+    value: Any, where: str, report: ImportReport
+) -> Iterator[tuple[str, str | None, dict[str, str], list[Any]]]:
+    """Find conversations in a record: a message/item list, a wrapper object, or a list of them.
+
+    Yields `(where, id or None, metadata, items)`.
+    """
+    if isinstance(value, list):
+        if not value or all(_is_item(v) for v in value):
+            yield where, None, {}, value
+            return
+        for position, element in enumerate(value):
+            yield from iter_conversations(element, f"{where}[{position}]", report)
+        return
+    if isinstance(value, dict):
+        identifier = value.get("id")
+        trace_id = identifier if isinstance(identifier, str) and identifier else None
+        for key in MESSAGE_LIST_KEYS:
+            if isinstance(value.get(key), list):
+                yield where, trace_id, wrapper_metadata(value, (key,)), value[key]
+                return
+        # A Responses API request + response pair, or a stored Response object.
+        if isinstance(value.get("input"), list) or isinstance(value.get("output"), list):
+            items = list(value.get("input") or []) + list(value.get("output") or [])
+            yield where, trace_id, wrapper_metadata(value, ("input", "output")), items
+            return
+        # A Chat Completions response object: the assistant message of its first choice.
+        choices = value.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            yield where, trace_id, {}, [choices[0].get("message")]
+            return
+    report.add(UNRECOGNISED_RECORD, where, "no message list found")
+
+
+def _is_item(value: Any) -> bool:
+    return isinstance(value, dict) and ("role" in value or "type" in value)
+
+
+def from_items(
+    items: Sequence[Any],
+    *,
+    trace_id: str = "",
+    metadata: dict[str, str] | None = None,
+    report: ImportReport | None = None,
+    where: str = "conversation",
+    error_prefix: str | None = None,
+) -> trace_pb2.Trace:
+    """Map Chat Completions messages and/or Responses API items to one Trace."""
+    builder = _Builder(report if report is not None else ImportReport(), error_prefix)
+    for position, item in enumerate(items):
+        builder.item(item, f"{where} item {position}")
+    trace = trace_pb2.Trace(id=trace_id, calls=builder.calls, final_answer=builder.answer)
+    trace.metadata.update(metadata or {})
+    builder.report.traces += 1
+    builder.report.calls += len(builder.calls)
+    return trace
+
+
+class _Builder:
+    def __init__(self, report: ImportReport, error_prefix: str | None) -> None:
+        self.report = report
+        self.error_prefix = error_prefix
+        self.calls: list[trace_pb2.ToolCall] = []
+        # Calls awaiting a result, by id. Real logs reuse ids (tau-bench does), so a result
+        # pairs with the earliest call of that id that has none yet.
+        self.pending: dict[str, list[trace_pb2.ToolCall]] = {}
+        self.answer = ""
+        # Legacy `function_call` messages carry no id; results pair with them by name.
+        self.legacy_pending: list[trace_pb2.ToolCall] = []
+
+    def item(self, item: Any, where: str) -> None:
+        if not isinstance(item, dict):
+            self.report.add(UNRECOGNISED_RECORD, where, "not an object")
+            return
+        kind = item.get("type")
+        role = item.get("role")
+        if kind in (None, "message") and isinstance(role, str):
+            self.message(item, role, where)
+        elif kind == "function_call":
+            self.add_call(
+                item.get("call_id") or item.get("id"),
+                item.get("name"),
+                item.get("arguments"),
+                where,
+            )
+        elif kind == "function_call_output":
+            self.add_result(item.get("call_id"), item.get("output"), where)
+        elif kind == "mcp_call":
+            call = self.add_call(item.get("id"), item.get("name"), item.get("arguments"), where)
+            if call is not None:
+                if item.get("output") is not None:
+                    call.result = self.result_text(item.get("output"), where)
+                call.error = bool(item.get("error"))
+                if item.get("error") and not call.HasField("result"):
+                    call.result = self.result_text(item.get("error"), where)
+        elif kind in _SILENT_ITEM_TYPES:
+            return
+        elif isinstance(kind, str) and kind.endswith(_HOSTED_TOOL_SUFFIXES):
+            self.report.add(UNSUPPORTED_TOOL_CALL, where, f"item type {kind}")
+        else:
+            self.report.add(UNKNOWN_ITEM_TYPE, where, f"item type {kind!r}")
+
+    def message(self, message: dict[str, Any], role: str, where: str) -> None:
+        if role == "assistant":
+            text = self.answer_text(message.get("content"), where)
+            if text:
+                self.answer = text
+            for position, tool_call in enumerate(message.get("tool_calls") or []):
+                self.chat_tool_call(tool_call, f"{where} tool_call {position}")
+            legacy = message.get("function_call")
+            if isinstance(legacy, dict):
+                call = self.add_call(None, legacy.get("name"), legacy.get("arguments"), where)
+                if call is not None:
+                    self.legacy_pending.append(call)
+        elif role == "tool":
+            self.add_result(message.get("tool_call_id"), message.get("content"), where)
+        elif role == "function":
+            name = message.get("name")
+            match = next((c for c in self.legacy_pending if c.name == name), None)
+            if match is None:
+                self.report.add(TOOL_RESULT_WITHOUT_CALL, where, f"function result {name!r}")
+                return
+            self.legacy_pending.remove(match)
+            self.set_result(match, message.get("content"), where)
+
+    def chat_tool_call(self, tool_call: Any, where: str) -> None:
+        if not isinstance(tool_call, dict):
+            self.report.add(UNRECOGNISED_RECORD, where, "tool call is not an object")
+            return
+        function = tool_call.get("function")
+        if tool_call.get("type", "function") != "function" or not isinstance(function, dict):
+            # Custom tools take free text, not JSON arguments: nothing sound to map them to.
+            self.report.add(
+                UNSUPPORTED_TOOL_CALL, where, f"tool call type {tool_call.get('type')!r}"
+            )
+            return
+        self.add_call(tool_call.get("id"), function.get("name"), function.get("arguments"), where)
+
+    def add_call(
+        self, call_id: Any, name: Any, arguments: Any, where: str
+    ) -> trace_pb2.ToolCall | None:
+        if not isinstance(name, str) or not name:
+            self.report.add(TOOL_CALL_WITHOUT_NAME, where)
+            return None
+        call = trace_pb2.ToolCall(name=name)
+        if isinstance(arguments, str):
+            # Verbatim: the model's own text is what the argument matchers must see.
+            call.arguments_json = arguments
+        elif arguments is not None:
+            call.arguments_json = exact_json.dumps(arguments)
+        if isinstance(call_id, str) and call_id:
+            call.id = call_id
+            waiting = self.pending.setdefault(call_id, [])
+            if waiting:
+                self.report.add(CONFLICTING_ID, where, f"tool call id {call_id!r} still pending")
+            waiting.append(call)
+        self.calls.append(call)
+        return call
+
+    def add_result(self, call_id: Any, content: Any, where: str) -> None:
+        waiting = self.pending.get(call_id) if isinstance(call_id, str) else None
+        if not waiting:
+            reason = DUPLICATE_TOOL_RESULT if call_id in self.pending else TOOL_RESULT_WITHOUT_CALL
+            self.report.add(reason, where, f"tool_call_id {call_id!r}")
+            return
+        self.set_result(waiting.pop(0), content, where)
+
+    def set_result(self, call: trace_pb2.ToolCall, content: Any, where: str) -> None:
+        text = self.result_text(content, where)
+        call.result = text
+        if self.error_prefix is not None and text.startswith(self.error_prefix):
+            call.error = True
+
+    def result_text(self, content: Any, where: str) -> str:
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = []
+            for part in content:
+                if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+                    texts.append(str(part.get("text", "")))
+                else:
+                    kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                    self.report.add(NON_TEXT_RESULT_CONTENT, where, f"part type {kind!r}")
+            return "\n".join(texts)
+        if content is None:
+            return ""
+        return dumps_untrusted(content)
+
+    def answer_text(self, content: Any, where: str) -> str:
+        if isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            return ""
+        texts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+                texts.append(str(part.get("text", "")))
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                self.report.add(NON_TEXT_ANSWER_CONTENT, where, f"part type {kind!r}")
+        return "".join(texts)

@@ -1,0 +1,653 @@
+"""OTLP importer: spans (OTLP JSON or protobuf) and GenAI log events to Traces."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from trajgrade.importers import exact_json
+from trajgrade.importers.records import dumps_untrusted
+from trajgrade.importers.report import (
+    INVALID_ATTRIBUTE_JSON,
+    INVALID_RECORD,
+    LOG_WITHOUT_TRACE,
+    MISSING_GROUP_ATTRIBUTE,
+    TOOL_CALL_WITHOUT_NAME,
+    ImportReport,
+)
+from trajgrade.v1 import trace_pb2
+
+BINARY_SUFFIXES = frozenset({".pb", ".binpb", ".protobuf", ".otlp"})
+# An LLM-reported tool call and an executed-tool span without a shared id are the same call
+# only if the execution starts within this window after the model's response.
+DEFAULT_DEDUPE_WINDOW_S = 300.0
+# Clock skew tolerated when the execution span appears to start before the LLM span ended.
+_SKEW_NS = 1_000_000_000
+
+_OI_OUTPUT_CALL = re.compile(
+    r"^llm\.output_messages\.(\d+)\.message\.tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments)$"
+)
+_OI_OUTPUT_CONTENT = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|content)$")
+_OI_INPUT_MESSAGE = re.compile(
+    r"^llm\.input_messages\.(\d+)\.message\.(role|content|tool_call_id)$"
+)
+
+
+@dataclass
+class _Span:
+    trace_id: str
+    span_id: str
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    resource: dict[str, Any]
+    status_code: int
+    order: int
+
+
+@dataclass
+class _Event:
+    trace_id: str
+    span_id: str
+    name: str
+    body: Any
+    time: int
+    order: int
+
+
+@dataclass
+class _Call:
+    name: str
+    arguments: str | None
+    call_id: str
+    time: int
+    order: int
+    sub: int
+    result: str | None = None
+    error: bool = False
+    start: int = 0
+    end: int = 0
+    executed: bool = False
+    # True when the arguments are a re-serialisation of the function's parameters
+    # (OpenInference `input.value`), not the call's own argument text.
+    weak_arguments: bool = False
+
+
+@dataclass
+class _Group:
+    key: str
+    trace_ids: list[str] = field(default_factory=list)
+    spans: list[_Span] = field(default_factory=list)
+    events: list[_Event] = field(default_factory=list)
+
+
+def read(
+    paths: Iterable[Path],
+    report: ImportReport,
+    *,
+    logs: Iterable[Path] = (),
+    group_by: str | None = None,
+    dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
+) -> Iterator[trace_pb2.Trace]:
+    """Read every OTLP traces file (and optional OTLP logs files), then yield one Trace per group.
+
+    All inputs are read before the first Trace is yielded: the spans of one trace may be
+    spread over many export batches and files.
+    """
+    return from_requests(
+        (request for path in paths for request in load_trace_requests(path, report)),
+        report,
+        logs=(request for path in logs for request in load_log_requests(path, report)),
+        group_by=group_by,
+        dedupe_window_s=dedupe_window_s,
+    )
+
+
+def load_trace_requests(path: Path, report: ImportReport) -> Iterator[ExportTraceServiceRequest]:
+    """Parse an OTLP traces file: JSON (one request per line or one document) or protobuf."""
+    for where, message in _load(path, report, ExportTraceServiceRequest):
+        if isinstance(message, ExportTraceServiceRequest):
+            yield message
+        else:
+            report.add(INVALID_RECORD, where, "not an OTLP traces request")
+
+
+def load_log_requests(path: Path, report: ImportReport) -> Iterator[ExportLogsServiceRequest]:
+    """Parse an OTLP logs file: JSON (one request per line or one document) or protobuf."""
+    for where, message in _load(path, report, ExportLogsServiceRequest):
+        if isinstance(message, ExportLogsServiceRequest):
+            yield message
+        else:
+            report.add(INVALID_RECORD, where, "not an OTLP logs request")
+
+
+def is_binary(path: Path) -> bool:
+    """True when the file holds protobuf bytes rather than JSON text."""
+    if path.suffix.lower() in BINARY_SUFFIXES:
+        return True
+    with path.open("rb") as handle:
+        head = handle.read(64).lstrip()
+    return bool(head) and head[:1] not in (b"{", b"[")
+
+
+def _load(
+    path: Path,
+    report: ImportReport,
+    message_type: type[ExportTraceServiceRequest] | type[ExportLogsServiceRequest],
+) -> Iterator[tuple[str, ExportTraceServiceRequest | ExportLogsServiceRequest]]:
+    if is_binary(path):
+        data = path.read_bytes()
+        for number, chunk in enumerate(_split_length_prefixed(data)):
+            message = message_type()
+            try:
+                message.ParseFromString(chunk)
+            except DecodeError as exc:
+                report.add(INVALID_RECORD, f"{path.name} message {number}", str(exc))
+                continue
+            yield f"{path.name} message {number}", message
+        return
+    for where, document in _json_documents(path, report):
+        message = message_type()
+        try:
+            json_format.ParseDict(_hex_ids_to_base64(document), message, ignore_unknown_fields=True)
+        except (json_format.ParseError, TypeError, ValueError) as exc:
+            report.add(INVALID_RECORD, where, str(exc))
+            continue
+        yield where, message
+
+
+def _split_length_prefixed(data: bytes) -> list[bytes]:
+    """One serialized message, or the collector's proto file format (4-byte big-endian sizes).
+
+    Length-prefixed framing is assumed only when the prefixes tile the file exactly.
+    """
+    chunks: list[bytes] = []
+    offset = 0
+    while offset + 4 <= len(data):
+        (size,) = struct.unpack(">I", data[offset : offset + 4])
+        if offset + 4 + size > len(data):
+            break
+        chunks.append(data[offset + 4 : offset + 4 + size])
+        offset += 4 + size
+    if chunks and offset == len(data):
+        return chunks
+    return [data]
+
+
+def _json_documents(path: Path, report: ImportReport) -> Iterator[tuple[str, Any]]:
+    # Plain json (floats) on purpose: OTLP numbers are double/int64 fields, and the
+    # protobuf JSON parser does not take Decimal.
+    text = path.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        first = json.loads(lines[0]) if lines else None
+    except ValueError:
+        first = None
+    if first is None:
+        try:
+            yield path.name, json.loads(text)
+        except ValueError as exc:
+            report.add(INVALID_RECORD, path.name, str(exc))
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield f"{path.name}:{number}", json.loads(line)
+        except ValueError as exc:
+            report.add(INVALID_RECORD, f"{path.name}:{number}", str(exc))
+
+
+_ID_KEYS = {
+    "traceId": 16,
+    "spanId": 8,
+    "parentSpanId": 8,
+    "trace_id": 16,
+    "span_id": 8,
+    "parent_span_id": 8,
+}
+_HEX = re.compile(r"^[0-9a-fA-F]*$")
+
+
+def _hex_ids_to_base64(value: Any) -> Any:
+    """OTLP JSON writes trace and span ids as hex, the protobuf JSON mapping wants base64."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            size = _ID_KEYS.get(key)
+            if (
+                size is not None
+                and isinstance(item, str)
+                and len(item) == 2 * size
+                and _HEX.match(item)
+            ):
+                out[key] = base64.b64encode(bytes.fromhex(item)).decode("ascii")
+            else:
+                out[key] = _hex_ids_to_base64(item)
+        return out
+    if isinstance(value, list):
+        return [_hex_ids_to_base64(item) for item in value]
+    return value
+
+
+def any_value(value: AnyValue) -> Any:  # noqa: PLR0911 - one return per AnyValue case
+    """An OTLP AnyValue as a plain Python value."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    return None
+
+
+def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    """A KeyValue list as a dict (a repeated key keeps its last value)."""
+    return {pair.key: any_value(pair.value) for pair in pairs}
+
+
+def from_requests(
+    requests: Iterable[ExportTraceServiceRequest],
+    report: ImportReport,
+    *,
+    logs: Iterable[ExportLogsServiceRequest] = (),
+    group_by: str | None = None,
+    dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
+) -> Iterator[trace_pb2.Trace]:
+    """Map parsed OTLP requests to Traces: one per trace id, or per value of `group_by`."""
+    spans: list[_Span] = []
+    for request in requests:
+        for resource_spans in request.resource_spans:
+            resource = attributes(resource_spans.resource.attributes)
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    spans.append(
+                        _Span(
+                            trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(),
+                            name=span.name,
+                            start=span.start_time_unix_nano,
+                            end=span.end_time_unix_nano or span.start_time_unix_nano,
+                            attrs=attributes(span.attributes),
+                            resource=resource,
+                            status_code=span.status.code,
+                            order=len(spans),
+                        )
+                    )
+    events: list[_Event] = []
+    for log_request in logs:
+        for resource_logs in log_request.resource_logs:
+            for scope_logs in resource_logs.scope_logs:
+                for record in scope_logs.log_records:
+                    attrs = attributes(record.attributes)
+                    name = record.event_name or str(attrs.get("event.name", ""))
+                    if not name.startswith("gen_ai."):
+                        continue
+                    if not record.trace_id.strip(b"\0"):
+                        report.add(LOG_WITHOUT_TRACE, f"log event {name}", "no trace id")
+                        continue
+                    events.append(
+                        _Event(
+                            trace_id=record.trace_id.hex(),
+                            span_id=record.span_id.hex(),
+                            name=name,
+                            body=any_value(record.body),
+                            time=record.time_unix_nano or record.observed_time_unix_nano,
+                            order=len(events),
+                        )
+                    )
+    window_ns = int(dedupe_window_s * 1_000_000_000)
+    for group in _group(spans, events, group_by, report):
+        yield _trace(group, report, window_ns)
+
+
+def _group(  # noqa: PLR0912 - two grouping modes over spans and events
+    spans: list[_Span], events: list[_Event], group_by: str | None, report: ImportReport
+) -> list[_Group]:
+    key_of_trace: dict[str, str] = {}
+    if group_by is None:
+        for span in spans:
+            key_of_trace.setdefault(span.trace_id, span.trace_id)
+        for event in events:
+            key_of_trace.setdefault(event.trace_id, event.trace_id)
+    else:
+        for span in spans:
+            value = span.attrs.get(group_by, span.resource.get(group_by))
+            if value is not None and span.trace_id not in key_of_trace:
+                key_of_trace[span.trace_id] = str(value)
+        for trace_id in dict.fromkeys(s.trace_id for s in spans):
+            if trace_id not in key_of_trace:
+                report.add(MISSING_GROUP_ATTRIBUTE, f"trace {trace_id}", f"no {group_by!r}")
+    groups: dict[str, _Group] = {}
+    for span in spans:
+        key = key_of_trace.get(span.trace_id)
+        if key is None:
+            continue
+        group = groups.setdefault(key, _Group(key))
+        if span.trace_id not in group.trace_ids:
+            group.trace_ids.append(span.trace_id)
+        group.spans.append(span)
+    for event in events:
+        key = key_of_trace.get(event.trace_id)
+        if key is None:
+            report.add(LOG_WITHOUT_TRACE, f"log event {event.name}", f"trace {event.trace_id}")
+            continue
+        groups.setdefault(key, _Group(key, [event.trace_id])).events.append(event)
+    return list(groups.values())
+
+
+def _text_or_json(value: Any) -> str:
+    return value if isinstance(value, str) else dumps_untrusted(value)
+
+
+class _Extractor:
+    """Collects executed calls, LLM-reported calls, results and answers of one group."""
+
+    def __init__(self, report: ImportReport, where: str) -> None:
+        self.report = report
+        self.where = where
+        self.executed: list[_Call] = []
+        self.requested: list[_Call] = []
+        self.results: dict[str, str] = {}
+        self.answers: list[tuple[int, int, str]] = []
+        self.spans_with_outputs: set[str] = set()
+
+    def span(self, span: _Span) -> None:
+        attrs = span.attrs
+        kind = attrs.get("openinference.span.kind")
+        if attrs.get("gen_ai.operation.name") == "execute_tool":
+            self.execution(
+                span,
+                attrs.get("gen_ai.tool.name"),
+                attrs.get("gen_ai.tool.call.id"),
+                attrs.get("gen_ai.tool.call.arguments"),
+                attrs.get("gen_ai.tool.call.result"),
+                error="error.type" in attrs,
+            )
+        elif kind == "TOOL":
+            arguments = attrs.get("tool_call.function.arguments")
+            weak = False
+            if arguments is None and attrs.get("input.mime_type") == "application/json":
+                arguments = attrs.get("input.value")
+                weak = arguments is not None
+            self.execution(
+                span,
+                attrs.get("tool.name") or attrs.get("tool_call.function.name"),
+                attrs.get("tool_call.id") or attrs.get("tool.id"),
+                arguments,
+                attrs.get("output.value"),
+                error=False,
+                weak_arguments=weak,
+            )
+        elif kind is None and "tool.name" in attrs:
+            self.execution(
+                span,
+                attrs.get("tool.name"),
+                attrs.get("tool.call.id"),
+                attrs.get("tool.arguments"),
+                attrs.get("tool.result"),
+                error=False,
+            )
+        if isinstance(attrs.get("gen_ai.output.messages"), str):
+            self.genai_output(span, attrs["gen_ai.output.messages"])
+        elif any(key.startswith("llm.output_messages.") for key in attrs):
+            self.openinference_output(span)
+        if isinstance(attrs.get("gen_ai.input.messages"), str):
+            self.genai_input(span, attrs["gen_ai.input.messages"])
+        if any(key.startswith("llm.input_messages.") for key in attrs):
+            self.openinference_input(span)
+
+    def execution(
+        self,
+        span: _Span,
+        name: Any,
+        call_id: Any,
+        arguments: Any,
+        result: Any,
+        *,
+        error: bool,
+        weak_arguments: bool = False,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            self.report.add(TOOL_CALL_WITHOUT_NAME, f"{self.where} span {span.span_id}", span.name)
+            return
+        call = _Call(
+            name=name,
+            arguments=None if arguments is None else _text_or_json(arguments),
+            call_id=str(call_id or ""),
+            time=span.start,
+            order=span.order,
+            sub=0,
+            result=None if result is None else _text_or_json(result),
+            error=error or span.status_code == Status.STATUS_CODE_ERROR,
+            start=span.start,
+            end=span.end,
+            executed=True,
+            weak_arguments=weak_arguments,
+        )
+        self.executed.append(call)
+
+    def request(self, name: Any, call_id: Any, arguments: Any, time: int, order: int) -> None:
+        if not isinstance(name, str) or not name:
+            self.report.add(TOOL_CALL_WITHOUT_NAME, f"{self.where} LLM output", "tool call")
+            return
+        self.requested.append(
+            _Call(
+                name=name,
+                arguments=None if arguments is None else _text_or_json(arguments),
+                call_id=str(call_id or ""),
+                time=time,
+                order=order,
+                sub=len(self.requested),
+            )
+        )
+
+    def parse(self, text: str, span: _Span, key: str) -> Any:
+        try:
+            # Exact numbers: the instrumentation wrote arguments as objects inside this text.
+            return exact_json.loads(text)
+        except ValueError as exc:
+            self.report.add(
+                INVALID_ATTRIBUTE_JSON, f"{self.where} span {span.span_id}", f"{key}: {exc}"
+            )
+            return None
+
+    def genai_output(self, span: _Span, text: str) -> None:
+        messages = self.parse(text, span, "gen_ai.output.messages")
+        if not isinstance(messages, list):
+            return
+        self.spans_with_outputs.add(span.span_id)
+        for message in messages:
+            if not isinstance(message, dict):
+                continue
+            texts = []
+            for part in message.get("parts") or []:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "tool_call":
+                    self.request(
+                        part.get("name"),
+                        part.get("id"),
+                        part.get("arguments"),
+                        span.end,
+                        span.order,
+                    )
+                elif part.get("type") == "text" and isinstance(part.get("content"), str):
+                    texts.append(part["content"])
+            if texts:
+                self.answers.append((span.end, span.order, "".join(texts)))
+
+    def genai_input(self, span: _Span, text: str) -> None:
+        messages = self.parse(text, span, "gen_ai.input.messages")
+        for message in messages if isinstance(messages, list) else []:
+            for part in message.get("parts") or [] if isinstance(message, dict) else []:
+                if isinstance(part, dict) and part.get("type") == "tool_call_response":
+                    call_id = part.get("id")
+                    if isinstance(call_id, str) and call_id and "response" in part:
+                        self.results.setdefault(call_id, _text_or_json(part["response"]))
+
+    def openinference_output(self, span: _Span) -> None:
+        self.spans_with_outputs.add(span.span_id)
+        found: dict[tuple[int, int], dict[str, Any]] = {}
+        contents: dict[int, dict[str, Any]] = {}
+        for key, value in span.attrs.items():
+            match = _OI_OUTPUT_CALL.match(key)
+            if match:
+                found.setdefault((int(match[1]), int(match[2])), {})[match[3]] = value
+                continue
+            match = _OI_OUTPUT_CONTENT.match(key)
+            if match:
+                contents.setdefault(int(match[1]), {})[match[2]] = value
+        for _, fields in sorted(found.items()):
+            self.request(
+                fields.get("function.name"),
+                fields.get("id"),
+                fields.get("function.arguments"),
+                span.end,
+                span.order,
+            )
+        for _, message in sorted(contents.items()):
+            if (
+                message.get("role", "assistant") == "assistant"
+                and isinstance(message.get("content"), str)
+                and message["content"]
+            ):
+                self.answers.append((span.end, span.order, message["content"]))
+
+    def openinference_input(self, span: _Span) -> None:
+        messages: dict[int, dict[str, Any]] = {}
+        for key, value in span.attrs.items():
+            match = _OI_INPUT_MESSAGE.match(key)
+            if match:
+                messages.setdefault(int(match[1]), {})[match[2]] = value
+        for _, message in sorted(messages.items()):
+            call_id = message.get("tool_call_id")
+            if message.get("role") == "tool" and isinstance(call_id, str) and call_id:
+                self.results.setdefault(call_id, _text_or_json(message.get("content", "")))
+
+    def event(self, event: _Event, span_order: int) -> None:
+        body = event.body if isinstance(event.body, dict) else {}
+        if event.name == "gen_ai.choice":
+            if event.span_id in self.spans_with_outputs:
+                # The same response is already on the span (gen_ai.output.messages).
+                return
+            message = body.get("message")
+            if not isinstance(message, dict):
+                return
+            for tool_call in message.get("tool_calls") or []:
+                function = tool_call.get("function") if isinstance(tool_call, dict) else None
+                if isinstance(function, dict):
+                    self.request(
+                        function.get("name"),
+                        tool_call.get("id"),
+                        function.get("arguments"),
+                        event.time,
+                        span_order,
+                    )
+            if isinstance(message.get("content"), str) and message["content"]:
+                self.answers.append((event.time, span_order, message["content"]))
+        elif event.name == "gen_ai.tool.message":
+            call_id = body.get("id")
+            if isinstance(call_id, str) and call_id and "content" in body:
+                self.results.setdefault(call_id, _text_or_json(body["content"]))
+
+
+def _same_arguments(left: str | None, right: str | None) -> bool:
+    if left is None or right is None:
+        return True
+    if left == right:
+        return True
+    try:
+        return bool(exact_json.loads(left) == exact_json.loads(right))
+    except ValueError:
+        return False
+
+
+def _merge(extractor: _Extractor, report: ImportReport, window_ns: int) -> list[_Call]:
+    """Dedupe: each executed call absorbs at most one LLM-reported call (see trace-formats.md)."""
+    requested: list[_Call] = []
+    seen_ids: set[str] = set()
+    for call in extractor.requested:
+        if call.call_id and call.call_id in seen_ids:
+            report.merged_duplicates += 1
+            continue
+        seen_ids.add(call.call_id)
+        requested.append(call)
+    unmatched = list(requested)
+    for executed in extractor.executed:
+        match = None
+        if executed.call_id:
+            match = next((r for r in unmatched if r.call_id == executed.call_id), None)
+        if match is None:
+            candidates = [
+                r
+                for r in unmatched
+                if r.name == executed.name
+                and not (executed.call_id and r.call_id)
+                and r.time <= executed.start + _SKEW_NS
+                and executed.start - r.time <= window_ns
+                and _same_arguments(r.arguments, executed.arguments)
+            ]
+            match = min(candidates, key=lambda r: (r.time, r.order, r.sub), default=None)
+        if match is None:
+            continue
+        unmatched.remove(match)
+        report.merged_duplicates += 1
+        if executed.arguments is None or (executed.weak_arguments and match.arguments):
+            executed.arguments = match.arguments
+        if not executed.call_id:
+            executed.call_id = match.call_id
+    calls = extractor.executed + unmatched
+    for call in calls:
+        if call.result is None and call.call_id in extractor.results:
+            call.result = extractor.results[call.call_id]
+    calls.sort(key=lambda c: (c.time, c.order, c.sub))
+    return calls
+
+
+def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Trace:
+    extractor = _Extractor(report, f"trace {group.key}")
+    group.spans.sort(key=lambda s: (s.start, s.order))
+    for span in group.spans:
+        extractor.span(span)
+    order_of_span = {span.span_id: span.order for span in group.spans}
+    for event in sorted(group.events, key=lambda e: (e.time, e.order)):
+        extractor.event(event, order_of_span.get(event.span_id, len(order_of_span) + event.order))
+    calls = _merge(extractor, report, window_ns)
+    answers = sorted(extractor.answers, key=lambda a: (a[0], a[1]))
+    trace = trace_pb2.Trace(id=group.key, final_answer=answers[-1][2] if answers else "")
+    for call in calls:
+        out = trace.calls.add(name=call.name, error=call.error, id=call.call_id)
+        if call.arguments is not None:
+            out.arguments_json = call.arguments
+        if call.result is not None:
+            out.result = call.result
+        out.start_time_unix_nano = call.start
+        out.end_time_unix_nano = call.end
+    trace.metadata["otel.trace_id"] = ",".join(group.trace_ids)
+    report.traces += 1
+    report.calls += len(trace.calls)
+    return trace

@@ -1,0 +1,69 @@
+"""ImportReport: what an importer could not map, counted by reason."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+# Stable reason codes (grow only; documented in docs/trace-formats.md).
+INVALID_RECORD = "INVALID_RECORD"
+UNRECOGNISED_RECORD = "UNRECOGNISED_RECORD"
+TOOL_CALL_WITHOUT_NAME = "TOOL_CALL_WITHOUT_NAME"
+UNSUPPORTED_TOOL_CALL = "UNSUPPORTED_TOOL_CALL"
+TOOL_RESULT_WITHOUT_CALL = "TOOL_RESULT_WITHOUT_CALL"
+DUPLICATE_TOOL_RESULT = "DUPLICATE_TOOL_RESULT"
+NON_TEXT_RESULT_CONTENT = "NON_TEXT_RESULT_CONTENT"
+NON_TEXT_ANSWER_CONTENT = "NON_TEXT_ANSWER_CONTENT"
+UNKNOWN_ITEM_TYPE = "UNKNOWN_ITEM_TYPE"
+UNKNOWN_COLUMN = "UNKNOWN_COLUMN"
+INVALID_ATTRIBUTE_JSON = "INVALID_ATTRIBUTE_JSON"
+MISSING_GROUP_ATTRIBUTE = "MISSING_GROUP_ATTRIBUTE"
+LOG_WITHOUT_TRACE = "LOG_WITHOUT_TRACE"
+CONFLICTING_ID = "CONFLICTING_ID"
+
+# How many example locations to keep per reason: enough to find the problem, bounded memory.
+_EXAMPLES_PER_REASON = 5
+
+
+@dataclass
+class ImportReport:
+    """Counts of what could not be mapped (by reason), plus totals of what was produced.
+
+    Every importer fills one instead of dropping input silently. `where` strings name the
+    file and record (`runs.json#3 message 7`) so a person can find the input.
+    """
+
+    traces: int = 0
+    calls: int = 0
+    merged_duplicates: int = 0
+    unmapped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, reason: str, where: str, detail: str = "") -> None:
+        """Count one input element of kind `reason` that could not be mapped."""
+        self.unmapped[reason] += 1
+        shown = self.examples.setdefault(reason, [])
+        if len(shown) < _EXAMPLES_PER_REASON:
+            shown.append(f"{where}: {detail}" if detail else where)
+
+    @property
+    def total_unmapped(self) -> int:
+        """Number of input elements that could not be mapped."""
+        return sum(self.unmapped.values())
+
+    def summary(self) -> str:
+        """Human summary, one line per reason, for stderr."""
+        lines = [
+            f"imported {self.traces} trace(s) with {self.calls} tool call(s)"
+            + (
+                f"; merged {self.merged_duplicates} duplicate report(s) of the same call"
+                if self.merged_duplicates
+                else ""
+            )
+        ]
+        if not self.unmapped:
+            lines.append("everything in the input was mapped")
+        for reason in sorted(self.unmapped):
+            lines.append(f"not mapped: {reason} x{self.unmapped[reason]}")
+            lines.extend(f"  e.g. {example}" for example in self.examples.get(reason, []))
+        return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""A fake OpenAI-compatible HTTP server on 127.0.0.1 for driving real instrumentation."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# The arguments the fake model "chooses". They are JSON text with spacing, a number beyond
+# float64's exact range and non-ASCII, so the tests can check they arrive verbatim.
+WEATHER_ARGS = '{"city": "Paris", "unit": "celsius", "station": 9007199254740993, "note": "été"}'
+TIME_ARGS = '{"tz":"Europe/Paris"}'
+FINAL_ANSWER = "It is 21.5 °C in Paris and the local time is 14:05."
+CALLS = (
+    ("call_weather_1", "get_weather", WEATHER_ARGS),
+    ("call_time_2", "get_time", TIME_ARGS),
+)
+
+
+def _usage() -> dict[str, int]:
+    return {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+
+
+def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    if any(m.get("role") == "tool" for m in messages):
+        message: dict[str, Any] = {"role": "assistant", "content": FINAL_ANSWER}
+        finish = "stop"
+    else:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in CALLS
+            ],
+        }
+        finish = "tool_calls"
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": _usage(),
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path.rstrip("/").endswith("/chat/completions"):
+            payload = _chat_response(body.get("messages", []), body.get("model", "fake"))
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Keep pytest output clean; requests are visible in the exported spans anyway.
+        return
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    """Run the fake server on an ephemeral loopback port; yield its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
