@@ -55,20 +55,56 @@ def cases() -> list[Case]:
     return load_cases()
 
 
+def _graded_in_process(case: Case) -> bool:
+    """The library answers this case in-process (not every kind is implemented in the core yet).
+
+    The server tests compare the server with the library, so a case the library cannot grade
+    (it raises InternalError, e.g. while CEL is pending) tests nothing about the server.
+    """
+    grader = _reference()
+    if case.invalid:
+        try:
+            grader.compile_suite(case.suite.SerializeToString())
+        except _core.InvalidSuiteError:
+            return True
+        except _core.TrajgradeError:
+            return False
+        return False
+    request = grader_service_pb2.GradeTraceRequest(trace=case.trace, suite=case.suite)
+    try:
+        (answer,) = grader.grade_requests([request.SerializeToString()])
+    except _core.InternalError:
+        return False
+    return isinstance(answer, bytes)
+
+
+_REFERENCE: list[_core.Grader] = []
+
+
+def _reference() -> _core.Grader:
+    if not _REFERENCE:
+        _REFERENCE.append(_core.Grader())
+    return _REFERENCE[0]
+
+
 @pytest.fixture(scope="session")
 def valid_cases(cases: list[Case]) -> list[Case]:
-    return [c for c in cases if not c.invalid]
+    chosen = [c for c in cases if not c.invalid and _graded_in_process(c)]
+    assert len(chosen) >= 100
+    return chosen
 
 
 @pytest.fixture(scope="session")
 def invalid_cases(cases: list[Case]) -> list[Case]:
-    return [c for c in cases if c.invalid]
+    chosen = [c for c in cases if c.invalid and _graded_in_process(c)]
+    assert len(chosen) >= 20
+    return chosen
 
 
 @pytest.fixture(scope="session")
 def reference() -> _core.Grader:
     """The library in-process: what the server must answer, byte for byte."""
-    return _core.Grader()
+    return _reference()
 
 
 class GatedGrader:
