@@ -71,8 +71,8 @@ def parse_dict(value: Any, message: M) -> M:
         raise MessageParseError("", f"expected an object, got {type(value).__name__}")
     found = unknown_field(value, message.DESCRIPTOR)
     if found:
-        name = message.DESCRIPTOR.name
-        raise MessageParseError(found, f"unknown field (not part of trajgrade.v1.{name})")
+        key = found.rsplit(".", 1)[-1]
+        raise MessageParseError(found, f"unknown field {key!r}")
     try:
         json_format.ParseDict(value, message, ignore_unknown_fields=False)
     except json_format.ParseError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from trajgrade import _core
 from trajgrade._core import Grader, TrajgradeError
@@ -66,7 +66,7 @@ class CompiledSuite:
             try:
                 payloads.append(trace_bytes(trace, f"traces[{i}]"))
             except TrajgradeError as exc:
-                slots.append(_item_error(exc))
+                slots.append(_item_error(exc, trace))
                 continue
             origin.append(i)
             slots.append(None)
@@ -84,9 +84,13 @@ class CompiledSuite:
         return f"CompiledSuite(suite_id={self.suite_id!r})"
 
 
-def _item_error(exc: TrajgradeError) -> result_pb2.ItemError:
+def _item_error(exc: TrajgradeError, trace: object) -> result_pb2.ItemError:
+    trace_id = trace.get("id") if isinstance(trace, Mapping) else None
     return result_pb2.ItemError(
-        reason_code=exc.reason_code, field=exc.field, message=exc.message or str(exc)
+        trace_id=trace_id if isinstance(trace_id, str) else "",
+        reason_code=exc.reason_code,
+        field=exc.field,
+        message=exc.message or str(exc),
     )
 
 
