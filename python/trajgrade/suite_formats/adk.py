@@ -1,0 +1,159 @@
+"""Google ADK eval sets and eval configs (`tool_trajectory_avg_score`) as trajectory_match."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trajgrade.suite_formats.conversion import Conversion, SuiteFormatError, json_text
+from trajgrade.v1 import assertion_pb2, suite_pb2, trace_pb2
+
+METRIC = "tool_trajectory_avg_score"
+_A = assertion_pb2
+_MODES = {
+    "EXACT": _A.TRAJECTORY_MODE_STRICT,
+    "IN_ORDER": _A.TRAJECTORY_MODE_IN_ORDER,
+    # ADK's ANY_ORDER: every expected call matched by a distinct actual call, extras allowed.
+    "ANY_ORDER": _A.TRAJECTORY_MODE_SUPERSET,
+}
+
+
+def _get(obj: dict[str, Any], snake: str) -> Any:
+    """ADK models accept snake_case and their camelCase aliases."""
+    head, *rest = snake.split("_")
+    camel = head + "".join(part.title() for part in rest)
+    return obj.get(snake, obj.get(camel))
+
+
+def looks_like(obj: Any) -> bool:
+    """An ADK eval set, eval case, eval config, or a legacy `.test.json` list."""
+    if isinstance(obj, dict):
+        return any(_get(obj, k) is not None for k in ("eval_cases", "eval_set_id", "criteria")) or (
+            _get(obj, "eval_id") is not None and "conversation" in obj
+        )
+    return (
+        isinstance(obj, list)
+        and bool(obj)
+        and all(isinstance(e, dict) and "expected_tool_use" in e for e in obj)
+    )
+
+
+def convert(obj: Any, *, config: Any = None, eval_id: str | None = None) -> Conversion:
+    """One eval case (picked by `eval_id` when the set has several) with the config's criteria."""
+    if isinstance(obj, dict) and _get(obj, "criteria") is not None and config is None:
+        raise SuiteFormatError(
+            [
+                "an ADK eval config has criteria but no expected tool calls; convert the eval set "
+                "and pass the config as config="
+            ]
+        )
+    cases = _cases(obj)
+    if eval_id is not None:
+        cases = [c for c in cases if _get(c, "eval_id") == eval_id]
+    if len(cases) != 1:
+        raise SuiteFormatError([f"expected one eval case, found {len(cases)}; pass eval_id"])
+    return _case(cases[0], config)
+
+
+def convert_eval_set(obj: Any, *, config: Any = None) -> dict[str, Conversion]:
+    """Every eval case of a set, by eval_id."""
+    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in _cases(obj)}
+
+
+def _cases(obj: Any) -> list[dict[str, Any]]:
+    if isinstance(obj, list):
+        # Legacy `.test.json`: a list of turns is one eval case, as ADK's migration makes it.
+        turns = [
+            {
+                "intermediate_data": {
+                    "tool_uses": [
+                        {"name": use.get("tool_name"), "args": use.get("tool_input")}
+                        for use in turn.get("expected_tool_use") or []
+                    ]
+                }
+            }
+            for turn in obj
+        ]
+        return [{"eval_id": "", "conversation": turns}]
+    if isinstance(obj, dict) and _get(obj, "eval_cases") is not None:
+        return [c for c in _get(obj, "eval_cases") if isinstance(c, dict)]
+    if isinstance(obj, dict):
+        return [obj]
+    return []
+
+
+def _criterion(config: Any, unsupported: list[str]) -> tuple[float, str, bool]:
+    if config is None:
+        # ADK's default config: tool_trajectory_avg_score 1.0 (response_match_score is a
+        # text metric, out of scope here, so it is not reported as unsupported).
+        return 1.0, "EXACT", False
+    criteria = _get(config, "criteria") if isinstance(config, dict) else None
+    if not isinstance(criteria, dict) or METRIC not in criteria:
+        raise SuiteFormatError([f"the config has no {METRIC} criterion"])
+    for metric in criteria:
+        if metric != METRIC:
+            unsupported.append(f"criteria.{metric}: not a tool trajectory metric")
+    value = criteria[METRIC]
+    if isinstance(value, dict):
+        threshold = float(_get(value, "threshold") or 0.0)
+        match_type = str(_get(value, "match_type") or "EXACT")
+        ignore_args = bool(_get(value, "ignore_args"))
+    else:
+        threshold, match_type, ignore_args = float(value), "EXACT", False
+    match_type = match_type.strip().upper().replace("-", "_").replace(" ", "_")
+    if match_type not in _MODES:
+        raise SuiteFormatError([f"criteria.{METRIC}.match_type: {match_type!r}"])
+    return threshold, match_type, ignore_args
+
+
+def _tool_uses(invocation: dict[str, Any]) -> list[dict[str, Any]]:
+    data = _get(invocation, "intermediate_data") or {}
+    uses = _get(data, "tool_uses")
+    if uses is not None:
+        return [u for u in uses if isinstance(u, dict)]
+    out = []
+    for event in _get(data, "invocation_events") or []:
+        for part in (event.get("content") or {}).get("parts") or []:
+            call = _get(part, "function_call") if isinstance(part, dict) else None
+            if isinstance(call, dict):
+                out.append(call)
+    return out
+
+
+def _case(case: dict[str, Any], config: Any) -> Conversion:
+    unsupported: list[str] = []
+    threshold, match_type, ignore_args = _criterion(config, unsupported)
+    invocations = [i for i in case.get("conversation") or [] if isinstance(i, dict)]
+    if not invocations:
+        raise SuiteFormatError(
+            ["the eval case has no static conversation (scenarios are not supported)"]
+        )
+    reference = []
+    for invocation in invocations:
+        for use in _tool_uses(invocation):
+            call = trace_pb2.ToolCall(name=str(use.get("name") or ""))
+            if use.get("args") is not None:
+                call.arguments_json = json_text(use["args"])
+            reference.append(call)
+    suite = suite_pb2.Suite(name=str(_get(case, "eval_id") or ""))
+    # Per-invocation scores are averaged in ADK; a threshold below 1 over several invocations
+    # accepts partial trajectories, which one pass/fail check cannot say: it becomes SOFT.
+    severity = (
+        _A.SEVERITY_HARD
+        if threshold >= 1.0 or (len(invocations) == 1 and threshold > 0.0)
+        else _A.SEVERITY_SOFT
+    )
+    if not reference:
+        # Nothing expected: EXACT means no call at all; the other types always pass.
+        steps = _A.StepCount(max=0) if match_type == "EXACT" else _A.StepCount(min=0)
+        suite.assertions.add(name=METRIC, severity=severity, step_count=steps)
+        return Conversion(suite, unsupported)
+    suite.assertions.add(
+        name=METRIC,
+        severity=severity,
+        trajectory_match=_A.TrajectoryMatch(
+            reference=reference,
+            mode=_MODES[match_type],
+            args=_A.MATCH_MODE_IGNORE if ignore_args else _A.MATCH_MODE_EXACT,
+        ),
+    )
+    return Conversion(suite, unsupported)

@@ -1,0 +1,210 @@
+"""promptfoo trajectory assertions (`trajectory:*`, `not-trajectory:*`) as a native Suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trajgrade.suite_formats.conversion import Conversion, json_text
+from trajgrade.v1 import assertion_pb2, suite_pb2
+
+TYPES = (
+    "trajectory:tool-used",
+    "trajectory:tool-args-match",
+    "trajectory:tool-sequence",
+    "trajectory:step-count",
+)
+_A = assertion_pb2
+
+
+def looks_like(obj: Any) -> bool:
+    """A list of promptfoo assertions, or a test case object with an `assert` list."""
+    items = obj.get("assert") if isinstance(obj, dict) else obj
+    return isinstance(items, list) and any(
+        isinstance(a, dict)
+        and str(a.get("type", "")).removeprefix("not-").startswith("trajectory:")
+        for a in items
+    )
+
+
+def glob(pattern: str) -> str:
+    """promptfoo's pattern (only `*` and `?` are special) as our glob: escape `[`, `]`, `\\`."""
+    return "".join("\\" + ch if ch in "[]\\" else ch for ch in pattern)
+
+
+class _UnsupportedError(Exception):
+    pass
+
+
+def convert(obj: Any) -> Conversion:
+    """Convert promptfoo assertions with promptfoo's meaning (see docs/suite-formats.md)."""
+    items = obj.get("assert") if isinstance(obj, dict) else obj
+    conversion = Conversion(suite_pb2.Suite())
+    if isinstance(obj, dict) and isinstance(obj.get("description"), str):
+        conversion.suite.name = obj["description"]
+    for index, item in enumerate(items or []):
+        where = f"assert[{index}]"
+        kind = item.get("type") if isinstance(item, dict) else None
+        if not isinstance(kind, str):
+            conversion.unsupported.append(f"{where}: not an assertion object")
+            continue
+        negate = kind.startswith("not-")
+        base = kind.removeprefix("not-")
+        value = item.get("value")
+        try:
+            if base == "trajectory:tool-used":
+                made = _tool_used(value, negate)
+            elif base == "trajectory:tool-args-match":
+                made = [_tool_args_match(value, negate)]
+            elif base == "trajectory:tool-sequence":
+                made = [_tool_sequence(value, negate)]
+            elif base == "trajectory:step-count":
+                made = [_step_count(value, negate)]
+            else:
+                raise _UnsupportedError(f"assertion type {kind!r} is not a trajectory check")
+        except _UnsupportedError as exc:
+            conversion.unsupported.append(f"{where}: {exc}")
+            continue
+        conversion.suite.assertions.extend(made)
+    return conversion
+
+
+def _matcher(value: Any, what: str) -> str:
+    """The name pattern of a promptfoo step matcher (a string, or {name|pattern, type})."""
+    pattern: Any
+    if isinstance(value, str):
+        pattern = value
+    elif isinstance(value, dict):
+        kinds = value.get("type", "tool")
+        if kinds not in ("tool", ["tool"]):
+            raise _UnsupportedError(f"{what}: step type {kinds!r} (only tool calls are graded)")
+        # `tool` is the key of promptfoo's first trajectory release; `pattern` wins as there.
+        pattern = value.get("pattern") or value.get("name") or value.get("tool")
+    else:
+        pattern = None
+    if not isinstance(pattern, str) or not pattern:
+        raise _UnsupportedError(f"{what}: needs a name or pattern")
+    return pattern
+
+
+def _count(value: Any, key: str) -> int | None:
+    raw = value.get(key)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise _UnsupportedError(f"{key} must be a non-negative integer, got {raw!r}")
+    return raw
+
+
+def _tool_used(value: Any, negate: bool) -> list[_A.Assertion]:
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list):
+        patterns = [_matcher(v, "tool-used") for v in value]
+        if not patterns:
+            raise _UnsupportedError("tool-used needs at least one tool")
+        if negate:
+            # promptfoo passes the negation only when none of the tools was used.
+            tools = _A.ToolList(tools=[glob(p) for p in patterns], ignore_case=True)
+            return [_A.Assertion(forbidden_tools=tools)]
+        return [
+            _A.Assertion(tool_count=_A.ToolCount(glob=glob(p), ignore_case=True, min=1))
+            for p in patterns
+        ]
+    if isinstance(value, dict):
+        pattern = _matcher(value, "tool-used")
+        low = _count(value, "min")
+        high = _count(value, "max")
+        # promptfoo's default minimum is 1 even when only `max` is given.
+        count = _A.ToolCount(glob=glob(pattern), ignore_case=True, min=1 if low is None else low)
+        if high is not None:
+            count.max = high
+        return [_A.Assertion(tool_count=count, negate=negate)]
+    raise _UnsupportedError("tool-used value must be a string, a list or an object")
+
+
+def _tool_args_match(value: Any, negate: bool) -> _A.Assertion:
+    if not isinstance(value, dict):
+        raise _UnsupportedError("tool-args-match value must be an object")
+    pattern = _matcher(value, "tool-args-match")
+    if "args" in value:
+        expected = value["args"]
+    elif "arguments" in value:
+        expected = value["arguments"]
+    else:
+        raise _UnsupportedError("tool-args-match needs args or arguments")
+    mode = value.get("mode", "partial")
+    if mode not in ("partial", "exact"):
+        raise _UnsupportedError(f"tool-args-match mode {mode!r}")
+    match = _A.ArgsMatch(
+        mode=_A.MATCH_MODE_PARTIAL if mode == "partial" else _A.MATCH_MODE_EXACT,
+        args_json=json_text(expected),
+    )
+    defaults = value.get("defaults")
+    if defaults is not None:
+        if not isinstance(defaults, dict):
+            raise _UnsupportedError("tool-args-match defaults must be an object")
+        match.defaults_json = json_text(defaults)
+    ignore = value.get("ignore")
+    for key in [ignore] if isinstance(ignore, str) else ignore or []:
+        if not isinstance(key, str) or not key or any(ch in key for ch in "*?.[]"):
+            # promptfoo ignores top-level keys only, `*`/`?` as key globs; our entries are
+            # key paths without globs, so only plain keys mean the same thing.
+            raise _UnsupportedError(f"tool-args-match ignore entry {key!r}")
+        match.ignore.append(key)
+    # A one-step sequence gives promptfoo's reading: some call whose name matches the
+    # case-insensitive glob has matching arguments (tool_call_args takes exact names).
+    step = _A.SequenceStep(glob=glob(pattern), ignore_case=True, match=match)
+    return _A.Assertion(
+        name=("not-" if negate else "") + f"trajectory:tool-args-match:{pattern}",
+        negate=negate,
+        tool_sequence=_A.ToolSequence(steps=[step], mode=_A.SEQUENCE_MODE_IN_ORDER),
+    )
+
+
+def _tool_sequence(value: Any, negate: bool) -> _A.Assertion:
+    if isinstance(value, list):
+        mode, steps = "in_order", value
+    elif isinstance(value, dict):
+        mode, steps = value.get("mode") or "in_order", value.get("steps") or []
+    else:
+        raise _UnsupportedError("tool-sequence value must be a list or an object")
+    if mode not in ("in_order", "exact"):
+        raise _UnsupportedError(f"tool-sequence mode {mode!r}")
+    if not steps:
+        raise _UnsupportedError("tool-sequence needs at least one step")
+    out = []
+    for number, step in enumerate(steps, start=1):
+        if isinstance(step, list):
+            raise _UnsupportedError(f"tool-sequence step {number} is a parallel group (turns)")
+        out.append(_A.SequenceStep(glob=glob(_matcher(step, f"step {number}")), ignore_case=True))
+    sequence = _A.ToolSequence(
+        steps=out,
+        mode=_A.SEQUENCE_MODE_EXACT if mode == "exact" else _A.SEQUENCE_MODE_IN_ORDER,
+    )
+    return _A.Assertion(tool_sequence=sequence, negate=negate)
+
+
+def _step_count(value: Any, negate: bool) -> _A.Assertion:
+    if not isinstance(value, dict):
+        raise _UnsupportedError("step-count value must be an object")
+    low = _count(value, "min")
+    high = _count(value, "max")
+    if low is None and high is None:
+        raise _UnsupportedError("step-count needs min or max")
+    kinds = value.get("type")
+    if kinds is not None and kinds not in ("tool", ["tool"]):
+        raise _UnsupportedError(f"step-count type {kinds!r} (only tool calls are graded)")
+    pattern = value.get("pattern") or value.get("name")
+    if isinstance(pattern, str) and pattern:
+        count = _A.ToolCount(glob=glob(pattern), ignore_case=True)
+        if low is not None:
+            count.min = low
+        if high is not None:
+            count.max = high
+        return _A.Assertion(tool_count=count, negate=negate)
+    steps = _A.StepCount()
+    if low is not None:
+        steps.min = low
+    if high is not None:
+        steps.max = high
+    return _A.Assertion(step_count=steps, negate=negate)
