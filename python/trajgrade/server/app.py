@@ -180,15 +180,16 @@ class GradingServer:
         await self.health.enter_graceful_shutdown()
         drained = True
         if self._batcher is not None:
-            self._batcher.close()  # new work: UNAVAILABLE; queued work: still graded
+            # New work gets UNAVAILABLE (SHUTTING_DOWN) from here on; queued work is still
+            # graded. The port stays open meanwhile, so health checks see NOT_SERVING rather
+            # than a refused connection, and callers get a status that says why.
+            self._batcher.close()
+            drained = await self._batcher.drain(grace)
         if self._server is not None:
-            # stop() refuses new RPCs at once and gives running ones the grace period; meanwhile
-            # the batcher keeps flushing what it accepted.
-            results = await asyncio.gather(
-                self._server.stop(grace),
-                self._batcher.drain(grace) if self._batcher is not None else asyncio.sleep(0),
-            )
-            drained = results[1] is not False
+            # Now refuse new calls outright and give running handlers what is left of the grace
+            # period to send their answers (and unary control calls such as RegisterSuite).
+            left = max(grace - (time.monotonic() - started), 0.5)
+            await self._server.stop(left)
         if self._batcher is not None:
             await self._batcher.stop()
         if self._control is not None:

@@ -46,7 +46,11 @@ def _setting(
     *,
     secret: bool = False,
 ) -> Any:
-    return field(default=default, metadata={"help": help, "parse": parse, "secret": secret})
+    return field(
+        default=default,
+        repr=not secret,  # a token must not reach logs or tracebacks through repr()
+        metadata={"help": help, "parse": parse, "secret": secret},
+    )
 
 
 @dataclass(frozen=True)
