@@ -1,0 +1,166 @@
+"""`trajgrade regrade`: grade trace files in bulk into a results file, with summary and report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+DESCRIPTION = """\
+Grade every trace in INPUT... against a suite and write one result row per trace, in input
+order, to --out (.jsonl: protobuf JSON of GradeResult per line; .parquet: a stable schema; see
+docs/regrade.md). Memory stays bounded whatever the input size. Finished chunks are committed as
+they go: after Ctrl-C or a crash, run the same command with --resume to continue. Exit codes:
+0 done, 1 pass rate below --min-pass-rate, 2 bad usage or input, 130 interrupted."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the `regrade` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "regrade",
+        help="grade trace files in bulk (local, --server or --engine ray)",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `trajgrade regrade`."""
+    from trajgrade.regrade.source import FORMATS  # noqa: PLC0415
+
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files")
+    parser.add_argument("--suite", required=True, help="suite file (JSON or YAML)")
+    parser.add_argument("--format", default="auto", choices=FORMATS, help="input format")
+    parser.add_argument("--out", required=True, help="results file: .jsonl or .parquet")
+    parser.add_argument(
+        "--min-pass-rate",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="exit 1 when the fraction of PASS verdicts is below RATE (0..1)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run toward the same --out"
+    )
+    parser.add_argument(
+        "--server",
+        metavar="ADDR",
+        default=None,
+        help="grade through StreamGradeTraces on a running server (host:port)",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local (default) or ray (RAY_ADDRESS for a cluster)",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="traces per core batch and per committed chunk (default 2048)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="grading threads (0 = one per core; per worker with --engine ray)",
+    )
+    parser.add_argument(
+        "--report", metavar="HTML", default=None, help="write a self-contained HTML report"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="OLD_RESULTS",
+        default=None,
+        help="earlier results to show verdict flips against in the report",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit code)
+    """Run the regrade; the exit code as documented in DESCRIPTION."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from trajgrade import regrade as api  # noqa: PLC0415
+    from trajgrade.regrade.diff import diff_files  # noqa: PLC0415
+    from trajgrade.regrade.report import write_report  # noqa: PLC0415
+
+    console = Console(stderr=True)
+    chunk_size = args.chunk_size or api.DEFAULT_CHUNK_SIZE
+    if args.min_pass_rate is not None and not 0.0 <= args.min_pass_rate <= 1.0:
+        console.print("[red]trajgrade regrade: --min-pass-rate must be within 0..1[/red]")
+        return 2
+    if args.engine == "ray" and (args.resume or args.server):
+        console.print(
+            "[red]trajgrade regrade: --engine ray takes neither --resume nor --server[/red]"
+        )
+        return 2
+    try:
+        if args.engine == "ray":
+            from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415
+
+            summary = ray_engine.regrade(
+                args.inputs,
+                api.suite_bytes(args.suite),
+                args.out,
+                format=args.format,
+                batch_size=chunk_size,
+                threads=args.threads or 1,
+            )
+        else:
+            summary = api.regrade(
+                args.inputs,
+                args.suite,
+                args.out,
+                format=args.format,
+                chunk_size=chunk_size,
+                resume=args.resume,
+                server=args.server,
+                threads=args.threads,
+                console=console,
+                show_progress=not args.no_progress and console.is_terminal,
+            )
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted: finished chunks are committed; rerun with --resume "
+            "to continue[/yellow]"
+        )
+        return 130
+    except (api.SourceError, api.SuiteFileError, api.ResumeError, ValueError, OSError) as exc:
+        console.print(f"[red]trajgrade regrade: {exc}[/red]")
+        return 2
+    except Exception as exc:  # core and server errors carry a reason; say it, not a traceback
+        reason = getattr(exc, "reason_code", type(exc).__name__)
+        console.print(f"[red]trajgrade regrade: {reason}: {exc}[/red]")
+        return 2
+    Console().print(summary.table())
+    if args.report:
+        diff = diff_files(args.baseline, args.out) if args.baseline else None
+        write_report(args.report, summary, diff)
+        console.print(f"report: {args.report}")
+    if args.min_pass_rate is not None and summary.pass_rate < args.min_pass_rate:
+        console.print(
+            f"[red]pass rate {summary.pass_rate:.2%} is below --min-pass-rate "
+            f"{args.min_pass_rate:.2%}[/red]"
+        )
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (`python -m trajgrade.commands.regrade`), same as `trajgrade regrade`."""
+    parser = argparse.ArgumentParser(
+        prog="trajgrade regrade",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Result rows: TraceOutcome bytes → row dicts, their JSONL/Parquet encodings, reading back."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from trajgrade.regrade.source import ReadFailure
+from trajgrade.v1 import assertion_pb2, result_pb2
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Row: TypeAlias = dict[str, Any]
+"""One output row; keys in ROW_FIELDS order. Graded rows have error None; error rows have
+verdict, score, soft_failures and results None."""
+
+ROW_FIELDS = ("trace_id", "suite_id", "verdict", "score", "soft_failures", "results", "error")
+OUTPUT_FORMATS = ("jsonl", "parquet")
+
+_VERDICT = {v.number: v.name for v in result_pb2.DESCRIPTOR.enum_types_by_name["Verdict"].values}
+_STATUS = {
+    v.number: v.name for v in result_pb2.DESCRIPTOR.enum_types_by_name["AssertionStatus"].values
+}
+_SEVERITY = {
+    v.number: v.name for v in assertion_pb2.DESCRIPTOR.enum_types_by_name["Severity"].values
+}
+_OUTCOME = result_pb2.TraceOutcome
+
+
+def output_format(path: str) -> str:
+    """jsonl or parquet, from the output file's suffix."""
+    lower = path.lower()
+    if lower.endswith((".parquet", ".pq")):
+        return "parquet"
+    if lower.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    raise ValueError(f"{path}: the output must end in .jsonl or .parquet")
+
+
+def outcome_row(outcome: bytes, suite_id: str) -> Row:
+    """One serialized TraceOutcome → its row (the protobuf JSON field names and enum names)."""
+    message = _OUTCOME.FromString(outcome)
+    if message.WhichOneof("outcome") == "error":
+        error = message.error
+        return error_row(error.trace_id, suite_id, error.reason_code, error.field, error.message)
+    result = message.result
+    return {
+        "trace_id": result.trace_id,
+        "suite_id": result.suite_id,
+        "verdict": _VERDICT[result.verdict],
+        "score": result.score,
+        "soft_failures": result.soft_failures,
+        "results": [
+            {
+                "name": r.name,
+                "status": _STATUS[r.status],
+                "severity": _SEVERITY[r.severity],
+                "reason_code": r.reason_code,
+                "reason": r.reason,
+                "positions": list(r.positions),
+            }
+            for r in result.results
+        ],
+        "error": None,
+    }
+
+
+def error_row(trace_id: str, suite_id: str, reason_code: str, field: str, message: str) -> Row:
+    """The row of a trace that could not be graded."""
+    return {
+        "trace_id": trace_id,
+        "suite_id": suite_id,
+        "verdict": None,
+        "score": None,
+        "soft_failures": None,
+        "results": None,
+        "error": {"reason_code": reason_code, "field": field, "message": message},
+    }
+
+
+def failure_row(failure: ReadFailure, suite_id: str) -> Row:
+    """The row of an input record that is not a trace at all."""
+    return error_row(failure.trace_id, suite_id, "INVALID_TRACE", failure.field, failure.message)
+
+
+def jsonl_line(row: Row) -> bytes:
+    """A row as one JSONL line: GradeResult JSON, or {trace_id, suite_id, error} for errors."""
+    if row["error"] is not None:
+        shaped = {"trace_id": row["trace_id"], "suite_id": row["suite_id"], "error": row["error"]}
+    else:
+        shaped = {key: row[key] for key in ROW_FIELDS[:6]}
+    return (json.dumps(shaped, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def arrow_schema() -> pa.Schema:
+    """The stable Parquet schema of result rows (documented in docs/regrade.md)."""
+    import pyarrow as pa  # noqa: PLC0415  (optional dependency)
+
+    result = pa.struct(
+        [
+            ("name", pa.string()),
+            ("status", pa.string()),
+            ("severity", pa.string()),
+            ("reason_code", pa.string()),
+            ("reason", pa.string()),
+            ("positions", pa.list_(pa.uint32())),
+        ]
+    )
+    error = pa.struct(
+        [("reason_code", pa.string()), ("field", pa.string()), ("message", pa.string())]
+    )
+    return pa.schema(
+        [
+            pa.field("trace_id", pa.string(), nullable=False),
+            pa.field("suite_id", pa.string(), nullable=False),
+            ("verdict", pa.string()),
+            ("score", pa.float64()),
+            ("soft_failures", pa.uint32()),
+            ("results", pa.list_(result)),
+            ("error", error),
+        ],
+        metadata={b"trajgrade.schema": b"regrade-results/1"},
+    )
+
+
+def arrow_table(rows: list[Row]) -> pa.Table:
+    """Rows as an Arrow table with the stable schema."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.Table.from_pylist(rows, schema=arrow_schema())
+
+
+def write_part(path: Path, rows: list[Row], fmt: str) -> None:
+    """Write rows to `path` durably (fsync); the caller renames it into place."""
+    if fmt == "jsonl":
+        with path.open("wb") as handle:
+            handle.write(b"".join(jsonl_line(row) for row in rows))
+            handle.flush()
+            os.fsync(handle.fileno())
+        return
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    pq.write_table(arrow_table(rows), path)
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def concatenate(parts: Iterable[Path], target: Path, fmt: str) -> None:
+    """Join part files into `target` durably (fsync); the caller renames it into place."""
+    if fmt == "jsonl":
+        with target.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as handle:
+                    while block := handle.read(1 << 20):
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        return
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    with pq.ParquetWriter(target, arrow_schema()) as writer:
+        for part in parts:
+            # One part at a time: memory stays one chunk however long the run was.
+            writer.write_table(pq.read_table(part, schema=arrow_schema()))
+    with target.open("rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _row_from_json(raw: dict[str, Any]) -> Row:
+    if "error" in raw:
+        error = raw["error"]
+        return error_row(
+            raw.get("trace_id", ""),
+            raw.get("suite_id", ""),
+            error.get("reason_code", ""),
+            error.get("field", ""),
+            error.get("message", ""),
+        )
+    return {
+        "trace_id": raw.get("trace_id", ""),
+        "suite_id": raw.get("suite_id", ""),
+        "verdict": raw.get("verdict", "VERDICT_UNSPECIFIED"),
+        "score": float(raw.get("score", 0.0)),
+        "soft_failures": int(raw.get("soft_failures", 0)),
+        "results": [
+            {
+                "name": r.get("name", ""),
+                "status": r.get("status", "ASSERTION_STATUS_UNSPECIFIED"),
+                "severity": r.get("severity", "SEVERITY_UNSPECIFIED"),
+                "reason_code": r.get("reason_code", ""),
+                "reason": r.get("reason", ""),
+                "positions": list(r.get("positions", [])),
+            }
+            for r in raw.get("results", [])
+        ],
+        "error": None,
+    }
+
+
+def read_rows(path: str) -> Iterator[Row]:
+    """The rows of a results file (JSONL or Parquet), in file order, streaming."""
+    if output_format(path) == "jsonl":
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line.strip():
+                    yield _row_from_json(json.loads(line))
+        return
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
+        yield from batch.to_pylist()

@@ -1,0 +1,199 @@
+"""The bounded regrade pipeline: reader thread → grading thread → commit loop, with progress."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from trajgrade.regrade.output import Row, failure_row, outcome_row
+from trajgrade.regrade.resume import RunState
+from trajgrade.regrade.source import Chunk, InputFile, Position, ReadFailure, read_chunks
+from trajgrade.regrade.summary import Summary
+
+# Chunks waiting between stages. With the stage that holds one, memory is about
+# (2 * QUEUE_DEPTH + 3) chunks whatever the input size.
+QUEUE_DEPTH = 2
+T = TypeVar("T")
+
+
+class Backend(Protocol):
+    """Something that grades chunks in order: the in-process core or a server stream."""
+
+    suite_id: str
+
+    def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Failed:
+    error: BaseException
+
+
+class _Done:
+    pass
+
+
+_DONE = _Done()
+
+
+def _pump(
+    source: Iterator[T], out: queue.Queue[T | _Failed | _Done], stop: threading.Event
+) -> None:
+    """Move items from source into the bounded queue until done, failed or stopped."""
+    try:
+        for item in source:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+        item_or_end: T | _Failed | _Done = _DONE
+    except BaseException as exc:  # handed to the consumer, which re-raises it
+        item_or_end = _Failed(exc)
+    while not stop.is_set():
+        try:
+            out.put(item_or_end, timeout=0.1)
+            return
+        except queue.Full:
+            continue
+
+
+def _drain(source: queue.Queue[T | _Failed | _Done], stop: threading.Event) -> Iterator[T]:
+    while True:
+        try:
+            item = source.get(timeout=0.1)
+        except queue.Empty:
+            if stop.is_set():
+                return
+            continue
+        if isinstance(item, _Done):
+            return
+        if isinstance(item, _Failed):
+            raise item.error
+        yield item
+
+
+def chunk_rows(chunk: Chunk, suite_id: str) -> list[Row]:
+    """A graded chunk's rows, in input order (read failures keep their place)."""
+    outcomes = iter(chunk.outcomes)
+    return [
+        failure_row(item, suite_id)
+        if isinstance(item, ReadFailure)
+        else outcome_row(next(outcomes), suite_id)
+        for item in chunk.items
+    ]
+
+
+class _TracesPerSecond(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        traces = task.fields.get("traces", 0)
+        elapsed = task.elapsed or 0.0
+        rate = (traces - task.fields.get("start_traces", 0)) / elapsed if elapsed else 0.0
+        return Text(f"{traces:,} traces  {rate:,.0f}/s", style="cyan")
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]regrade"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        _TracesPerSecond(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def _done_bytes(files: Sequence[InputFile], position: Position) -> int:
+    done = sum(f.size for f in files[: position.file])
+    if position.file < len(files) and files[position.file].format == "jsonl":
+        done += position.offset
+    return done
+
+
+def run_pipeline(
+    files: Sequence[InputFile],
+    backend: Backend,
+    state: RunState,
+    *,
+    chunk_size: int,
+    console: Console,
+    show_progress: bool,
+    on_commit: Callable[[int], None] | None = None,
+) -> Summary:
+    """Read, grade and commit every chunk after the state's position; returns the summary."""
+    summary = state.summary or Summary(suite_id=backend.suite_id)
+    stop = threading.Event()
+    read_q: queue.Queue[Chunk | _Failed | _Done] = queue.Queue(QUEUE_DEPTH)
+    graded_q: queue.Queue[Chunk | _Failed | _Done] = queue.Queue(QUEUE_DEPTH)
+    reader = threading.Thread(
+        target=_pump,
+        args=(read_chunks(files, chunk_size, state.position), read_q, stop),
+        name="trajgrade-regrade-reader",
+        daemon=True,
+    )
+    grader = threading.Thread(
+        target=_pump,
+        args=(backend.grade(_drain(read_q, stop)), graded_q, stop),
+        name="trajgrade-regrade-grader",
+        daemon=True,
+    )
+    total = sum(f.size for f in files) if all(f.format != "auto" for f in files) else None
+    with _progress(console, show_progress) as progress:
+        task = progress.add_task(
+            "regrade",
+            total=total,
+            completed=_done_bytes(files, state.position),
+            traces=summary.traces,
+            start_traces=summary.traces,
+        )
+        reader.start()
+        grader.start()
+        try:
+            for chunk in _drain(graded_q, stop):
+                rows = chunk_rows(chunk, backend.suite_id)
+                summary.add(rows)
+                state.commit(rows, chunk.end, summary)
+                progress.update(task, advance=chunk.bytes_read, traces=summary.traces)
+                if on_commit is not None:
+                    on_commit(summary.traces)
+            if total is not None:
+                progress.update(task, completed=total)
+        finally:
+            stop.set()
+            reader.join(timeout=5)
+            grader.join(timeout=5)
+            backend.close()
+    return summary
+
+
+def default_out_dir(out: str) -> Path:
+    """The output path as an absolute Path (its directory must exist)."""
+    path = Path(out).absolute()
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent}: no such directory")
+    return path

@@ -1,0 +1,172 @@
+"""Run summary: verdict counts, per-assertion pass rates and a capped sample of failing traces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.table import Table
+
+from trajgrade.regrade.output import Row
+
+# Failing traces kept for the report; bounded so memory stays flat however long the run.
+DEFAULT_FAILURE_SAMPLE = 200
+
+
+@dataclass
+class AssertionStats:
+    """Counts for one assertion (by result name), over every graded trace."""
+
+    severity: str = "SEVERITY_HARD"
+    passed: int = 0
+    failed: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def soft_failures(self) -> int:
+        return self.failed if self.severity == "SEVERITY_SOFT" else 0
+
+
+@dataclass
+class Summary:
+    """Everything the end-of-run table, --min-pass-rate and the report need; O(assertions)."""
+
+    suite_id: str = ""
+    traces: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    soft_failures: int = 0
+    assertions: dict[str, AssertionStats] = field(default_factory=dict)
+    error_codes: dict[str, int] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    failure_sample: int = DEFAULT_FAILURE_SAMPLE
+
+    @property
+    def pass_rate(self) -> float:
+        """PASS verdicts over every trace read (an item error counts as not passing)."""
+        return self.passed / self.traces if self.traces else 0.0
+
+    def add(self, rows: Iterable[Row]) -> None:
+        """Count rows (in input order)."""
+        for row in rows:
+            self.traces += 1
+            error = row["error"]
+            if error is not None:
+                self.errors += 1
+                code = error["reason_code"]
+                self.error_codes[code] = self.error_codes.get(code, 0) + 1
+                self._sample(
+                    row,
+                    [
+                        {
+                            "name": "(error)",
+                            "reason_code": code,
+                            "reason": f"{error['field']}: {error['message']}",
+                        }
+                    ],
+                )
+                continue
+            if row["verdict"] == "VERDICT_PASS":
+                self.passed += 1
+            else:
+                self.failed += 1
+            self.soft_failures += row["soft_failures"]
+            failing = []
+            for result in row["results"]:
+                stats = self.assertions.get(result["name"])
+                if stats is None:
+                    stats = self.assertions[result["name"]] = AssertionStats(result["severity"])
+                if result["status"] == "ASSERTION_STATUS_PASS":
+                    stats.passed += 1
+                else:
+                    stats.failed += 1
+                    failing.append(result)
+            if row["verdict"] != "VERDICT_PASS":
+                self._sample(row, failing)
+
+    def _sample(self, row: Row, failing: list[dict[str, Any]]) -> None:
+        if len(self.failures) >= self.failure_sample:
+            return
+        self.failures.append(
+            {
+                "trace_id": row["trace_id"],
+                "verdict": row["verdict"] or "ERROR",
+                "failing": [
+                    {"name": r["name"], "reason_code": r["reason_code"], "reason": r["reason"]}
+                    for r in failing
+                ],
+            }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able state (kept in the resume manifest)."""
+        return {
+            "suite_id": self.suite_id,
+            "traces": self.traces,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errors": self.errors,
+            "soft_failures": self.soft_failures,
+            "assertions": {
+                name: [s.severity, s.passed, s.failed] for name, s in self.assertions.items()
+            },
+            "error_codes": dict(self.error_codes),
+            "failures": list(self.failures),
+            "failure_sample": self.failure_sample,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Summary:
+        """The inverse of to_json."""
+        return cls(
+            suite_id=raw["suite_id"],
+            traces=raw["traces"],
+            passed=raw["passed"],
+            failed=raw["failed"],
+            errors=raw["errors"],
+            soft_failures=raw["soft_failures"],
+            assertions={
+                name: AssertionStats(sev, passed, failed)
+                for name, (sev, passed, failed) in raw["assertions"].items()
+            },
+            error_codes=dict(raw["error_codes"]),
+            failures=list(raw["failures"]),
+            failure_sample=raw["failure_sample"],
+        )
+
+    def table(self) -> Table:
+        """The per-assertion rich table printed at the end of a run."""
+        table = Table(
+            title=f"suite {self.suite_id}: {self.passed}/{self.traces} traces pass "
+            f"({self.pass_rate:.1%}), {self.failed} fail, {self.errors} errors",
+            title_justify="left",
+        )
+        table.add_column("assertion")
+        table.add_column("severity")
+        table.add_column("pass rate", justify="right")
+        table.add_column("passed", justify="right")
+        table.add_column("failed", justify="right")
+        table.add_column("soft failures", justify="right")
+        for name, stats in self.assertions.items():
+            rate = stats.pass_rate
+            style = "green" if rate == 1.0 else ("yellow" if rate >= 0.9 else "red")
+            table.add_row(
+                name,
+                stats.severity.removeprefix("SEVERITY_").lower(),
+                f"[{style}]{rate:.1%}[/{style}]",
+                str(stats.passed),
+                str(stats.failed),
+                str(stats.soft_failures),
+            )
+        for code, count in sorted(self.error_codes.items()):
+            table.add_row(f"[red]item error {code}[/red]", "", "", "", str(count), "")
+        return table
