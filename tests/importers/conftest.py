@@ -6,9 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fake_openai
+import pytest
 
 HERE = Path(__file__).parent
 MODES = ("openinference", "genai", "genai-events")
