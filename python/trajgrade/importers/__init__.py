@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Iterator
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from trajgrade.importers import anthropic, jsonl, openai, otlp, parquet
+from trajgrade.importers import anthropic, jsonl, openai, otlp
 from trajgrade.importers.records import MESSAGE_LIST_KEYS, iter_json_records
 from trajgrade.importers.report import ImportReport
 from trajgrade.v1 import trace_pb2
@@ -68,6 +69,8 @@ def read(
         elif fmt == "jsonl":
             yield from jsonl.read(path, report)
         elif fmt == "parquet":
+            # pyarrow is the optional `parquet` extra: import it only when a file needs it.
+            parquet = importlib.import_module("trajgrade.importers.parquet")
             yield from parquet.read(path, report, batch_rows=options.get("batch_rows", 4096))
         elif fmt == "openai":
             yield from openai.read(path, report, error_prefix=options.get("error_prefix"))
