@@ -1,6 +1,14 @@
 //! CEL expressions over a trace (`calls`, `answer`, `metadata`), compiled once per suite.
-//! Owned by the canonical-text/regex/CEL work; this is the interface the assertion calls.
+//!
+//! Built on the `cel` crate. A suite compiles each expression once into a [`cel::Program`] and
+//! evaluates it from many grading threads; the variables are bound per evaluation in a fresh
+//! [`cel::Context`] that shares one standard environment (`Arc<Env>`), so evaluations never
+//! share mutable state.
 use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use cel::objects::{Key, Map};
+use cel::{Context, Env, Program, Value as CelValue};
 
 use crate::json::Value;
 
@@ -16,16 +24,43 @@ pub struct ExprCall<'a> {
     pub position: u32,
 }
 
+/// The standard CEL environment (functions and macros), built once per process: building it
+/// registers every standard overload, which would otherwise be paid on every evaluation.
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
+
 /// A compiled CEL program.
+///
+/// `cel::Program` is a plain syntax tree (no interior mutability; the parser's `Rc` state is
+/// dropped after parsing), so it is `Send + Sync` itself; the assertion below keeps it so
+/// across crate upgrades. Everything an evaluation mutates lives in its own `Context`.
 pub struct Expression {
-    _private: (),
+    program: Program,
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Expression>();
+};
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression").finish_non_exhaustive()
+    }
 }
 
 impl Expression {
     /// Parses and checks `source`; the error is a message for `expression.expr`.
     pub fn compile(source: &str) -> Result<Expression, String> {
-        let _ = source;
-        unimplemented!("CEL compile")
+        let program = ENV.compile(source).map_err(|e| {
+            let text = e.to_string();
+            let text = text.trim();
+            if text.is_empty() {
+                "invalid CEL expression".to_owned()
+            } else {
+                format!("invalid CEL expression: {text}")
+            }
+        })?;
+        Ok(Expression { program })
     }
 
     /// Evaluates to a bool; anything else (or an evaluation error) is `Err` with a message.
@@ -35,7 +70,165 @@ impl Expression {
         answer: &str,
         metadata: &HashMap<String, String>,
     ) -> Result<bool, String> {
-        let _ = (calls, answer, metadata);
-        unimplemented!("CEL evaluate")
+        let mut ctx = Context::with_env(Arc::clone(&ENV));
+        let calls: Vec<CelValue> = calls.iter().map(call_value).collect();
+        ctx.add_variable_from_value("calls", CelValue::List(Arc::new(calls)));
+        ctx.add_variable_from_value("answer", CelValue::String(Arc::new(answer.to_owned())));
+        let metadata: HashMap<Key, CelValue> = metadata
+            .iter()
+            .map(|(k, v)| (Key::from(k.as_str()), CelValue::String(Arc::new(v.clone()))))
+            .collect();
+        ctx.add_variable_from_value("metadata", CelValue::Map(Map { map: Arc::new(metadata) }));
+        match self.program.execute(&ctx) {
+            Ok(CelValue::Bool(b)) => Ok(b),
+            Ok(other) => Err(format!(
+                "the expression evaluated to {} ({}), not a bool",
+                other.type_of(),
+                short_debug(&other)
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+fn short_debug(v: &CelValue) -> String {
+    let mut s = format!("{v:?}");
+    if s.len() > 80 {
+        let mut cut = 77;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+fn call_value(c: &ExprCall<'_>) -> CelValue {
+    let fields: HashMap<Key, CelValue> = [
+        ("name", CelValue::String(Arc::new(c.name.to_owned()))),
+        ("args", c.args.map_or(CelValue::Null, json_value)),
+        ("result", CelValue::String(Arc::new(c.result.to_owned()))),
+        ("error", CelValue::Bool(c.error)),
+        ("position", CelValue::Int(i64::from(c.position))),
+    ]
+    .into_iter()
+    .map(|(k, v)| (Key::from(k), v))
+    .collect();
+    CelValue::Map(Map { map: Arc::new(fields) })
+}
+
+/// A JSON value as CEL sees it (SPEC §9.23): integers within int64 are `int` (also when
+/// written `1.0` or `1e2`, which denote integers), other numbers `double` (nearest float64),
+/// objects maps with string keys, arrays lists. A lone surrogate in a string becomes U+FFFD,
+/// since CEL strings are Unicode scalar values.
+pub fn json_value(v: &Value) -> CelValue {
+    match v {
+        Value::Null => CelValue::Null,
+        Value::Bool(b) => CelValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => CelValue::Int(i),
+            None => CelValue::Float(n.as_f64()),
+        },
+        Value::String(s) => CelValue::String(Arc::new(s.to_string_lossy())),
+        Value::Array(items) => CelValue::List(Arc::new(items.iter().map(json_value).collect())),
+        Value::Object(o) => {
+            let map: HashMap<Key, CelValue> = o
+                .iter()
+                .map(|(k, v)| (Key::String(Arc::new(k.to_string_lossy())), json_value(v)))
+                .collect();
+            CelValue::Map(Map { map: Arc::new(map) })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    fn eval(src: &str, calls: &[(&str, Option<&str>, &str, bool)]) -> Result<bool, String> {
+        let parsed: Vec<Option<Value>> =
+            calls.iter().map(|c| c.1.and_then(|t| parse(t, 128).ok())).collect();
+        let calls: Vec<ExprCall<'_>> = calls
+            .iter()
+            .zip(&parsed)
+            .enumerate()
+            .map(|(i, (c, a))| ExprCall {
+                name: c.0,
+                args: a.as_ref(),
+                result: c.2,
+                error: c.3,
+                position: i as u32 + 1,
+            })
+            .collect();
+        let metadata: HashMap<String, String> =
+            [("env".to_owned(), "prod".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
+        Expression::compile(src)?.evaluate(&calls, "Your refund is on its way.", &metadata)
+    }
+
+    #[test]
+    fn binds_calls_answer_metadata() {
+        let calls = [
+            ("issue_refund", Some(r#"{"amount_cents":5000,"currency":"USD","r":1.5}"#), "", false),
+            ("pay", Some("{}"), "503", true),
+            ("a", None, "", false),
+            ("b", Some("{x"), "", false),
+        ];
+        for src in [
+            "calls.size() == 4",
+            r#"calls[0].name == "issue_refund" && calls[0].args.amount_cents == 5000"#,
+            r#"calls[0].args.currency == "USD" && calls[0].args.r == 1.5"#,
+            r#"calls.exists(c, c.name == "pay" && c.error && c.result == "503")"#,
+            "calls.all(c, c.position >= 1) && calls[1].position == 2",
+            "calls[2].args == null && calls[3].args == null",
+            r#"calls.filter(c, c.name == "a").size() == 1"#,
+            r#"answer.contains("refund") && answer.startsWith("Your")"#,
+            r#"metadata["env"] == "prod" && metadata.region == "eu""#,
+            r#"has(calls[0].args.currency) && !has(calls[0].args.nope)"#,
+        ] {
+            assert_eq!(eval(src, &calls), Ok(true), "{src}");
+        }
+        assert_eq!(eval("calls.size() == 5", &calls), Ok(false));
+    }
+
+    #[test]
+    fn numbers_follow_the_spec() {
+        let calls = [(
+            "f",
+            Some(r#"{"i":1.0,"big":9223372036854775808,"neg":-0,"l":[1,{"k":2}]}"#),
+            "",
+            false,
+        )];
+        assert_eq!(eval("type(calls[0].args.i) == int", &calls), Ok(true));
+        assert_eq!(eval("type(calls[0].args.big) == double", &calls), Ok(true));
+        assert_eq!(eval("calls[0].args.neg == 0", &calls), Ok(true));
+        assert_eq!(eval("calls[0].args.l[1].k == 2", &calls), Ok(true));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(Expression::compile("calls.size() ==").is_err());
+        assert!(Expression::compile("").is_err());
+        let calls = [("a", Some("{}"), "", false)];
+        assert!(eval("calls[3].name == \"a\"", &calls).is_err());
+        assert!(eval("metadata[\"nope\"] == \"x\"", &calls).is_err());
+        let e = eval("calls.size()", &calls).unwrap_err();
+        assert!(e.contains("not a bool"), "{e}");
+        assert!(eval("nope == 1", &calls).is_err());
+    }
+
+    #[test]
+    fn shared_across_threads() {
+        let e = Arc::new(Expression::compile("calls.size() == 0 && answer == \"x\"").unwrap());
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let e = Arc::clone(&e);
+                std::thread::spawn(move || e.evaluate(&[], "x", &HashMap::new()))
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().unwrap(), Ok(true));
+        }
     }
 }
