@@ -197,10 +197,15 @@ class GradingServer:
         self.metrics.close()
         self._stopped.set()
         elapsed = time.monotonic() - started
+        answered = self.metrics.answered()
         if drained:
-            log.info("drained in %.2fs; stopped", elapsed)
+            log.info("drained in %.2fs; stopped", elapsed, extra={"answered": answered})
         else:
-            log.error("grace period of %.1fs ran out with work still running", grace)
+            log.error(
+                "grace period of %.1fs ran out with work still running",
+                grace,
+                extra={"answered": answered},
+            )
         return drained
 
     async def force_stop(self) -> None:
@@ -213,8 +218,11 @@ class GradingServer:
         await self._stopped.wait()
 
 
-async def serve_until_signalled(settings: Settings) -> int:
-    """Run one server until SIGTERM/SIGINT, then drain. Exit code 0 iff the drain completed."""
+async def serve_until_signalled(settings: Settings, early: list[int] | None = None) -> int:
+    """Run one server until SIGTERM/SIGINT, then drain. Exit code 0 iff the drain completed.
+
+    ``early`` holds signals that arrived while the process was still starting; they count.
+    """
     server = GradingServer(settings)
     await server.start()
     loop = asyncio.get_running_loop()
@@ -234,6 +242,8 @@ async def serve_until_signalled(settings: Settings) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    for signum in early or ():
+        on_signal(signum)
     await stop.wait()
     drained = await server.shutdown()
     return 0 if drained else 1
@@ -244,8 +254,13 @@ def run_worker(settings: Settings, index: int = 0) -> int:
     logs.configure(settings.log_format, settings.log_level)
     if index and settings.metrics_port:
         settings = settings.replace(metrics_port=settings.metrics_port + index)
+    # A signal during startup (a supervisor stopping us early) must still end in a drain and
+    # exit 0, not in the default SIGTERM death: remember it until the loop's handlers exist.
+    early: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda received, _frame: early.append(received))
     try:
-        return asyncio.run(serve_until_signalled(settings))
+        return asyncio.run(serve_until_signalled(settings, early))
     except Exception:
         log.exception("server failed")
         return 1

@@ -99,6 +99,16 @@ class ServerMetrics:
         self.requests.labels(rpc, code.name).inc()
         self.rpc_latency.labels(rpc).observe(seconds)
 
+    def answered(self) -> dict[str, int]:
+        """RPCs answered so far by status code name (for the shutdown log line)."""
+        totals: dict[str, int] = {}
+        for metric in self.requests.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    code = sample.labels["code"]
+                    totals[code] = totals.get(code, 0) + int(sample.value)
+        return totals
+
     def exposition(self) -> bytes:
         """The text exposition format, as the HTTP endpoint serves it."""
         return bytes(generate_latest(self.registry))
