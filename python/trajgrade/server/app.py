@@ -242,8 +242,8 @@ async def serve_until_signalled(settings: Settings, early: list[int] | None = No
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
-    for signum in early or ():
-        on_signal(signum)
+    for received in early or ():
+        on_signal(received)
     await stop.wait()
     drained = await server.shutdown()
     return 0 if drained else 1
