@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import CASES, compare_outcome
-
 import trajgrade
+from conftest import CASES, compare_outcome
 from trajgrade.v1 import assertion_pb2, result_pb2
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -41,27 +41,31 @@ def unknown_field(value: Any, descriptor: Descriptor, prefix: str = "") -> str |
         path = _join(prefix, str(key))
         if field is None:
             return path
-        if field.type != FieldDescriptor.TYPE_MESSAGE:
-            continue
-        sub = field.message_type
-        if sub.GetOptions().map_entry:
-            value_field = sub.fields_by_name["value"]
-            if value_field.type == FieldDescriptor.TYPE_MESSAGE and isinstance(item, Mapping):
-                for k, v in item.items():
-                    found = unknown_field(v, value_field.message_type, f"{path}[{k!r}]")
-                    if found:
-                        return found
-            continue
-        items = item if isinstance(item, list) else None
-        if items is not None and field.is_repeated:
-            for i, element in enumerate(items):
-                found = unknown_field(element, sub, f"{path}[{i}]")
-                if found:
-                    return found
-        else:
-            found = unknown_field(item, sub, path)
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            found = _unknown_in_message_field(item, field, path)
             if found:
                 return found
+    return None
+
+
+def _unknown_in_message_field(item: Any, field: FieldDescriptor, path: str) -> str | None:
+    sub = field.message_type
+    if sub is None:
+        return None
+    if sub.GetOptions().map_entry:
+        value_field = sub.fields_by_name["value"]
+        if value_field.message_type is None or not isinstance(item, Mapping):
+            return None
+        children = [(f"{path}[{k!r}]", v) for k, v in item.items()]
+        sub = value_field.message_type
+    elif field.is_repeated and isinstance(item, list):
+        children = [(f"{path}[{i}]", v) for i, v in enumerate(item)]
+    else:
+        children = [(path, item)]
+    for child_path, child in children:
+        found = unknown_field(child, sub, child_path)
+        if found:
+            return found
     return None
 
 
@@ -69,12 +73,13 @@ def parse_dict(value: Any, message: M) -> M:
     """Fills `message` from its protobuf JSON mapping; unknown fields are errors."""
     if not isinstance(value, Mapping):
         raise MessageParseError("", f"expected an object, got {type(value).__name__}")
-    found = unknown_field(value, message.DESCRIPTOR)
+    descriptor = cast(Descriptor, message.DESCRIPTOR)
+    found = unknown_field(value, descriptor)
     if found:
         key = found.rsplit(".", 1)[-1]
         raise MessageParseError(found, f"unknown field {key!r}")
     try:
-        json_format.ParseDict(value, message, ignore_unknown_fields=False)
+        json_format.ParseDict(dict(value), message, ignore_unknown_fields=False)
     except json_format.ParseError as exc:
         raise MessageParseError("", str(exc).splitlines()[0]) from exc
     return message

@@ -19,9 +19,7 @@ from trajgrade._core import InvalidSuiteError
 from trajgrade._messages import MessageParseError, parse_dict
 from trajgrade.v1 import suite_pb2
 
-SuiteInput: TypeAlias = (
-    "suite_pb2.Suite | bytes | str | os.PathLike[str] | Mapping[str, Any]"
-)
+SuiteInput: TypeAlias = "suite_pb2.Suite | bytes | str | os.PathLike[str] | Mapping[str, Any]"
 
 
 def invalid_suite(field: str, message: str) -> InvalidSuiteError:

@@ -1,5 +1,5 @@
 """Pure-Python reference model of the trajgrade SPEC (test oracle; see model.py)."""
 
-from .model import InvalidSuite, NotModelled, Suite, compile_suite
+from .model import InvalidSuiteError, NotModelledError, Suite, compile_suite
 
-__all__ = ["InvalidSuite", "NotModelled", "Suite", "compile_suite"]
+__all__ = ["InvalidSuiteError", "NotModelledError", "Suite", "compile_suite"]

@@ -1,8 +1,11 @@
 """JSON values with SPEC §2 semantics: exact decimals, JS canonical text, the three matchers."""
 
+# ruff: noqa: PLR0911 -- one return per JSON kind / number form reads like the SPEC tables.
+
 from __future__ import annotations
 
 import json
+import math
 from decimal import Decimal
 from typing import Any
 
@@ -11,7 +14,7 @@ MAX_DEPTH = 128
 JsonValue = Any  # None | bool | Decimal | str | list[JsonValue] | dict[str, JsonValue]
 
 
-class InvalidJson(ValueError):
+class InvalidJsonError(ValueError):
     """Text that JSON.parse rejects (or nested deeper than the limit)."""
 
 
@@ -24,7 +27,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _reject_constant(name: str) -> None:
-    raise InvalidJson(f"{name} is not JSON")
+    raise InvalidJsonError(f"{name} is not JSON")
 
 
 def depth(value: JsonValue) -> int:
@@ -49,9 +52,9 @@ def parse(text: str, max_depth: int = MAX_DEPTH) -> JsonValue:
             object_pairs_hook=_object,
         )
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidJson(str(exc)) from exc
+        raise InvalidJsonError(str(exc)) from exc
     if depth(value) > max_depth:
-        raise InvalidJson(f"nesting deeper than {max_depth}")
+        raise InvalidJsonError(f"nesting deeper than {max_depth}")
     return value
 
 
@@ -164,7 +167,7 @@ def copy(value: JsonValue) -> JsonValue:
 
 def _js_number(d: Decimal) -> str:
     f = float(d)
-    if f != f or f in (float("inf"), float("-inf")):
+    if not math.isfinite(f):
         return "null"
     if f == 0:
         return "0"

@@ -3,41 +3,57 @@
 Inputs are the protobuf JSON mapping as plain dicts (snake_case, enum names), as in the
 conformance cases. The output is the comparable part of a GradeResult:
 `{"verdict", "score", "soft_failures", "results": [{name, status, severity, reason_code,
-positions}]}`. Not modelled: `expression` (CEL) assertions; compiling one raises NotModelled.
+positions}]}`. Not modelled: `expression` (CEL) assertions; compiling one raises NotModelledError.
 Slow by design: clarity first, it is the oracle for the differential tests and the bench.
 """
 
+# ruff: noqa: PLR0911, PLR0912, PLR0915 -- one function per assertion kind, written to be read
+# next to the SPEC tables; splitting them further would make the oracle harder to audit.
+
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from . import jsonval as J
+from . import jsonval as jv
 from .jsregex import RegexError, compile_glob, compile_js, compile_name
 
 PASS, FAIL = "ASSERTION_STATUS_PASS", "ASSERTION_STATUS_FAIL"
 HARD, SOFT = "SEVERITY_HARD", "SEVERITY_SOFT"
 SOFT_KINDS = {"no_repeated_calls", "efficiency", "grounding"}
-KINDS = (
-    "tool_call_args tool_sequence allowed_tools forbidden_tools tool_called tool_count "
-    "step_count order no_repeated_calls efficiency grounding trajectory_match expression"
-).split()
+KINDS = [
+    "tool_call_args",
+    "tool_sequence",
+    "allowed_tools",
+    "forbidden_tools",
+    "tool_called",
+    "tool_count",
+    "step_count",
+    "order",
+    "no_repeated_calls",
+    "efficiency",
+    "grounding",
+    "trajectory_match",
+    "expression",
+]
 
 
-class InvalidSuite(ValueError):
+class InvalidSuiteError(ValueError):
     def __init__(self, problems: list[tuple[str, str]]) -> None:
         super().__init__(problems[0][1])
         self.problems = problems
         self.field = problems[0][0]
 
 
-class NotModelled(NotImplementedError):
+class NotModelledError(NotImplementedError):
     """The suite uses an assertion kind the reference does not model (expression)."""
 
 
-class _Problem(Exception):
+class _ProblemError(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
@@ -64,8 +80,8 @@ def load_trace(trace: dict[str, Any]) -> tuple[list[Call], str]:
             call.category = 2
         else:
             try:
-                call.args = J.parse(call.raw_args)
-            except J.InvalidJson:
+                call.args = jv.parse(call.raw_args)
+            except jv.InvalidJsonError:
                 call.category = 1
         calls.append(call)
     return calls, trace.get("final_answer", "")
@@ -87,22 +103,22 @@ class ArgsMatcher:
         if self.mode == "IGNORE":
             return 0
         if self.mode == "REGEX":
-            return 0 if self.regex.search(J.canonical(actual)) else 1
-        actual, expected = J.copy(actual), J.copy(self.expected)
+            return 0 if self.regex.search(jv.canonical(actual)) else 1
+        actual, expected = jv.copy(actual), jv.copy(self.expected)
         if self.defaults is not None:
             for k, v in self.defaults.items():
                 if isinstance(actual, dict) and k not in actual:
-                    actual[k] = J.copy(v)
+                    actual[k] = jv.copy(v)
                 if self.mode == "EXACT" and isinstance(expected, dict) and k not in expected:
-                    expected[k] = J.copy(v)
+                    expected[k] = jv.copy(v)
         for path in self.ignore:
-            J.remove_path(actual, path)
-            J.remove_path(expected, path)
+            jv.remove_path(actual, path)
+            jv.remove_path(expected, path)
         if self.mode == "EXACT":
-            return J.exact_diff(actual, expected)
+            return jv.exact_diff(actual, expected)
         if self.mode == "SUBSET":
-            return J.subset_diff(actual, expected)
-        return J.partial_diff(actual, expected)
+            return jv.subset_diff(actual, expected)
+        return jv.partial_diff(actual, expected)
 
     def matches(self, call: Call) -> bool:
         if self.mode == "IGNORE":
@@ -118,18 +134,18 @@ def _mode(value: str | int | None, default: str = "EXACT") -> str:
 
 def _parse_json_field(text: str, where: str) -> Any:
     try:
-        return J.parse(text)
-    except J.InvalidJson as exc:
-        raise _Problem(where, f"not valid JSON: {exc}") from exc
+        return jv.parse(text)
+    except jv.InvalidJsonError as exc:
+        raise _ProblemError(where, f"not valid JSON: {exc}") from exc
 
 
 def _compile_paths(paths: list[str], where: str) -> list[list[tuple[str, bool]]]:
     out = []
     for j, p in enumerate(paths):
         try:
-            out.append(J.parse_path(p))
+            out.append(jv.parse_path(p))
         except ValueError as exc:
-            raise _Problem(f"{where}[{j}]", str(exc)) from exc
+            raise _ProblemError(f"{where}[{j}]", str(exc)) from exc
     return out
 
 
@@ -137,34 +153,34 @@ def compile_args_match(m: dict[str, Any], where: str, allow_ignore: bool) -> Arg
     mode = _mode(m.get("mode"))
     if mode == "IGNORE":
         if not allow_ignore:
-            raise _Problem(f"{where}.mode", "MATCH_MODE_IGNORE is not valid here")
+            raise _ProblemError(f"{where}.mode", "MATCH_MODE_IGNORE is not valid here")
         for f in ("args_json", "pattern", "flags", "ignore", "defaults_json"):
             if m.get(f):
-                raise _Problem(f"{where}.{f}", f"{f} is not used by MATCH_MODE_IGNORE")
+                raise _ProblemError(f"{where}.{f}", f"{f} is not used by MATCH_MODE_IGNORE")
         return ArgsMatcher("IGNORE")
     if mode == "REGEX":
         if m.get("args_json"):
-            raise _Problem(f"{where}.args_json", "args_json is not used by MATCH_MODE_REGEX")
+            raise _ProblemError(f"{where}.args_json", "args_json is not used by MATCH_MODE_REGEX")
         try:
             regex = compile_js(m.get("pattern", ""), m.get("flags", ""))
         except RegexError as exc:
-            raise _Problem(f"{where}.{exc.field}", str(exc)) from exc
+            raise _ProblemError(f"{where}.{exc.field}", str(exc)) from exc
         for f in ("ignore", "defaults_json"):
             if m.get(f):
-                raise _Problem(f"{where}.{f}", f"{f} is not used by MATCH_MODE_REGEX")
+                raise _ProblemError(f"{where}.{f}", f"{f} is not used by MATCH_MODE_REGEX")
         return ArgsMatcher("REGEX", regex=regex)
     for f in ("pattern", "flags"):
         if m.get(f):
-            raise _Problem(f"{where}.{f}", f"{f} is only used by MATCH_MODE_REGEX")
+            raise _ProblemError(f"{where}.{f}", f"{f} is only used by MATCH_MODE_REGEX")
     expected = _parse_json_field(m.get("args_json", ""), f"{where}.args_json")
     if mode == "SUBSET" and not isinstance(expected, dict):
-        raise _Problem(f"{where}.args_json", "MATCH_MODE_SUBSET needs an object")
+        raise _ProblemError(f"{where}.args_json", "MATCH_MODE_SUBSET needs an object")
     ignore = _compile_paths(m.get("ignore", []), f"{where}.ignore")
     defaults = None
     if m.get("defaults_json"):
         defaults = _parse_json_field(m["defaults_json"], f"{where}.defaults_json")
         if not isinstance(defaults, dict):
-            raise _Problem(f"{where}.defaults_json", "defaults_json must be an object")
+            raise _ProblemError(f"{where}.defaults_json", "defaults_json must be an object")
     return ArgsMatcher(mode, expected=expected, ignore=ignore, defaults=defaults)
 
 
@@ -175,15 +191,15 @@ def _glob(pattern: str, ignore_case: bool, where: str) -> Any:
     try:
         return compile_glob(pattern, ignore_case)
     except ValueError as exc:
-        raise _Problem(where, str(exc)) from exc
+        raise _ProblemError(where, str(exc)) from exc
 
 
 def _tool_or_glob(spec: dict[str, Any], where: str) -> Any:
     tool, glob, ic = spec.get("tool", ""), spec.get("glob", ""), bool(spec.get("ignore_case"))
     if tool and glob:
-        raise _Problem(f"{where}.glob", "set tool or glob, not both")
+        raise _ProblemError(f"{where}.glob", "set tool or glob, not both")
     if not tool and not glob:
-        raise _Problem(f"{where}.tool", "tool or glob is required")
+        raise _ProblemError(f"{where}.tool", "tool or glob is required")
     return compile_name(tool, ic) if tool else _glob(glob, ic, f"{where}.glob")
 
 
@@ -233,13 +249,13 @@ Grader = Callable[[list[Call], str], Outcome]
 def _tool_call_args(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     tool = a.get("tool", "")
     if not tool:
-        raise _Problem(f"{where}.tool", "tool is required")
+        raise _ProblemError(f"{where}.tool", "tool is required")
     index = int(a.get("call_index", 0))
     all_ = a.get("quantifier") in ("QUANTIFIER_ALL", 2)
     if all_ and index:
-        raise _Problem(f"{where}.quantifier", "QUANTIFIER_ALL with call_index")
+        raise _ProblemError(f"{where}.quantifier", "QUANTIFIER_ALL with call_index")
     if "match" not in a:
-        raise _Problem(f"{where}.match", "match is required")
+        raise _ProblemError(f"{where}.match", "match is required")
     matcher = compile_args_match(a["match"], f"{where}.match", allow_ignore=False)
     name = f"tool_call_args:{tool}" + (f"#{index}" if index else "")
 
@@ -276,7 +292,7 @@ def _tool_call_args(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 def _tool_sequence(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     steps = a.get("steps", [])
     if not steps:
-        raise _Problem(f"{where}.steps", "at least one step is required")
+        raise _ProblemError(f"{where}.steps", "at least one step is required")
     compiled = []
     for j, s in enumerate(steps):
         w = f"{where}.steps[{j}]"
@@ -328,11 +344,11 @@ def _tool_sequence(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 def _tool_list(a: dict[str, Any], where: str, forbidden: bool) -> tuple[str, Grader]:
     tools = a.get("tools", [])
     if forbidden and not tools:
-        raise _Problem(f"{where}.tools", "at least one tool is required")
+        raise _ProblemError(f"{where}.tools", "at least one tool is required")
     globs = []
     for j, t in enumerate(tools):
         if not t:
-            raise _Problem(f"{where}.tools[{j}]", "empty tool name")
+            raise _ProblemError(f"{where}.tools[{j}]", "empty tool name")
         globs.append(_glob(t, bool(a.get("ignore_case")), f"{where}.tools[{j}]"))
 
     def listed(c: Call) -> bool:
@@ -350,7 +366,7 @@ def _tool_list(a: dict[str, Any], where: str, forbidden: bool) -> tuple[str, Gra
 def _tool_called(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     tool = a.get("tool", "")
     if not tool:
-        raise _Problem(f"{where}.tool", "tool is required")
+        raise _ProblemError(f"{where}.tool", "tool is required")
 
     def grade(calls: list[Call], answer: str) -> Outcome:
         first = next((c.position for c in calls if c.name == tool), None)
@@ -364,7 +380,7 @@ def _bounds(a: dict[str, Any], where: str, default_min: int) -> tuple[int, int |
     if lo is None:
         lo = default_min if hi is None else 0
     if hi is not None and int(hi) < int(lo):
-        raise _Problem(f"{where}.max", "max is below min")
+        raise _ProblemError(f"{where}.max", "max is below min")
     return int(lo), None if hi is None else int(hi)
 
 
@@ -382,7 +398,7 @@ def _tool_count(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 
 def _step_count(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     if a.get("min") is None and a.get("max") is None:
-        raise _Problem(where, "min or max is required")
+        raise _ProblemError(where, "min or max is required")
     lo, hi = _bounds(a, where, 0)
 
     def grade(calls: list[Call], answer: str) -> Outcome:
@@ -398,11 +414,11 @@ def _step_count(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 def _order(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     before, after = a.get("before", ""), a.get("after", "")
     if not before:
-        raise _Problem(f"{where}.before", "before is required")
+        raise _ProblemError(f"{where}.before", "before is required")
     if not after:
-        raise _Problem(f"{where}.after", "after is required")
+        raise _ProblemError(f"{where}.after", "after is required")
     if before == after:
-        raise _Problem(f"{where}.after", "before and after are the same tool")
+        raise _ProblemError(f"{where}.after", "before and after are the same tool")
 
     def grade(calls: list[Call], answer: str) -> Outcome:
         seen = False
@@ -419,7 +435,7 @@ def _no_repeated_calls(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     tools = a.get("tools", [])
     for j, t in enumerate(tools):
         if not t:
-            raise _Problem(f"{where}.tools[{j}]", "empty tool name")
+            raise _ProblemError(f"{where}.tools[{j}]", "empty tool name")
     limit = int(a.get("max_identical", 0)) or 1
 
     def grade(calls: list[Call], answer: str) -> Outcome:
@@ -428,7 +444,7 @@ def _no_repeated_calls(a: dict[str, Any], where: str) -> tuple[str, Grader]:
             if (tools and c.name not in tools) or c.category != 0:
                 continue
             for g in groups:
-                if g[0].name == c.name and J.deep_eq(g[0].args, c.args):
+                if g[0].name == c.name and jv.deep_eq(g[0].args, c.args):
                     g.append(c)
                     break
             else:
@@ -442,10 +458,10 @@ def _no_repeated_calls(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 def _efficiency(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     ref = int(a.get("reference_steps", 0))
     if ref <= 0:
-        raise _Problem(f"{where}.reference_steps", "reference_steps must be positive")
+        raise _ProblemError(f"{where}.reference_steps", "reference_steps must be positive")
     ratio = float(a.get("max_ratio", 0))
-    if ratio < 0 or ratio != ratio or ratio == float("inf"):
-        raise _Problem(f"{where}.max_ratio", "max_ratio must be a finite non-negative number")
+    if not math.isfinite(ratio) or ratio < 0:
+        raise _ProblemError(f"{where}.max_ratio", "max_ratio must be a finite non-negative number")
     bound = (ratio or 1.5) * ref
 
     def grade(calls: list[Call], answer: str) -> Outcome:
@@ -473,10 +489,10 @@ def _json_leaves(v: Any, strings: list[str], numbers: list[Decimal]) -> None:
 def _grounding(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     values, numbers = a.get("values", []), bool(a.get("numbers"))
     if not values and not numbers:
-        raise _Problem(where, "values or numbers is required")
+        raise _ProblemError(where, "values or numbers is required")
     for j, v in enumerate(values):
         if not v:
-            raise _Problem(f"{where}.values[{j}]", "empty value")
+            raise _ProblemError(f"{where}.values[{j}]", "empty value")
 
     def tokens(text: str) -> list[Decimal]:
         return [Decimal(t.replace(",", "")) for t in _NUMBER_TOKEN.findall(text)]
@@ -489,10 +505,8 @@ def _grounding(a: dict[str, Any], where: str) -> tuple[str, Grader]:
                 continue
             texts.append(c.result)
             nums.extend(tokens(c.result))
-            try:
-                _json_leaves(J.parse(c.result), texts, nums)
-            except J.InvalidJson:
-                pass
+            with contextlib.suppress(jv.InvalidJsonError):
+                _json_leaves(jv.parse(c.result), texts, nums)
         for v in values:
             if v in answer and not any(v in t for t in texts):
                 return False, "UNGROUNDED_VALUE", []
@@ -508,35 +522,35 @@ def _grounding(a: dict[str, Any], where: str) -> tuple[str, Grader]:
 def _trajectory_match(a: dict[str, Any], where: str) -> tuple[str, Grader]:
     refs = a.get("reference", [])
     if not refs:
-        raise _Problem(f"{where}.reference", "at least one reference call is required")
+        raise _ProblemError(f"{where}.reference", "at least one reference call is required")
     base = _mode(a.get("args"))
     if base == "REGEX":
-        raise _Problem(f"{where}.args", "REGEX is not a trajectory args mode")
+        raise _ProblemError(f"{where}.args", "REGEX is not a trajectory args mode")
     overrides: dict[str, tuple[str, list[list[tuple[str, bool]]]]] = {}
     for j, o in enumerate(a.get("overrides", [])):
         w = f"{where}.overrides[{j}]"
         tool = o.get("tool", "")
         if not tool:
-            raise _Problem(f"{w}.tool", "tool is required")
+            raise _ProblemError(f"{w}.tool", "tool is required")
         if tool in overrides:
-            raise _Problem(f"{w}.tool", "duplicate override")
+            raise _ProblemError(f"{w}.tool", "duplicate override")
         mode = _mode(o.get("args"), base)
         if mode == "REGEX":
-            raise _Problem(f"{w}.args", "REGEX is not a trajectory args mode")
+            raise _ProblemError(f"{w}.args", "REGEX is not a trajectory args mode")
         overrides[tool] = (mode, _compile_paths(o.get("ignore", []), f"{w}.ignore"))
     matchers: list[tuple[str, ArgsMatcher | None]] = []
     for j, r in enumerate(refs):
         w = f"{where}.reference[{j}]"
         name = r.get("name", "")
         if not name:
-            raise _Problem(f"{w}.name", "a reference call needs a name")
+            raise _ProblemError(f"{w}.name", "a reference call needs a name")
         mode, ignore = overrides.get(name, (base, []))
         if "arguments_json" not in r or mode == "IGNORE":
             matchers.append((name, None))
             continue
         expected = _parse_json_field(r["arguments_json"], f"{w}.arguments_json")
         if mode == "SUBSET" and not isinstance(expected, dict):
-            raise _Problem(f"{w}.arguments_json", "SUBSET args need an object")
+            raise _ProblemError(f"{w}.arguments_json", "SUBSET args need an object")
         matchers.append((name, ArgsMatcher(mode, expected=expected, ignore=ignore)))
     mode = str(a.get("mode") or "TRAJECTORY_MODE_STRICT").removeprefix("TRAJECTORY_MODE_")
     mode = "STRICT" if mode == "UNSPECIFIED" else mode
@@ -573,13 +587,17 @@ def _trajectory_match(a: dict[str, Any], where: str) -> tuple[str, Grader]:
         )
         if passed:
             return True, "", [x + 1 for x in assigned if x is not None]
-        return False, "TRAJECTORY_MISMATCH", [c.position for c in calls if c.position - 1 not in matched]
+        return (
+            False,
+            "TRAJECTORY_MISMATCH",
+            [c.position for c in calls if c.position - 1 not in matched],
+        )
 
     return "trajectory_match", grade
 
 
 def _expression(a: dict[str, Any], where: str) -> tuple[str, Grader]:
-    raise NotModelled("expression (CEL) assertions are not modelled by the reference")
+    raise NotModelledError("expression (CEL) assertions are not modelled by the reference")
 
 
 _BUILDERS: dict[str, Callable[[dict[str, Any], str], tuple[str, Grader]]] = {
@@ -638,10 +656,10 @@ class Suite:
 
 
 def compile_suite(suite: dict[str, Any]) -> Suite:
-    """Validates and compiles; raises InvalidSuite (every problem, suite order) or NotModelled."""
+    """Validates and compiles; raises InvalidSuiteError (all problems) or NotModelledError."""
     items = suite.get("assertions", [])
     if not items:
-        raise InvalidSuite([("assertions", "a suite needs at least one assertion")])
+        raise InvalidSuiteError([("assertions", "a suite needs at least one assertion")])
     problems: list[tuple[str, str]] = []
     compiled = []
     for i, a in enumerate(items):
@@ -653,7 +671,7 @@ def compile_suite(suite: dict[str, Any]) -> Suite:
         kind = kinds[0]
         try:
             default_name, grade = _BUILDERS[kind](a[kind], f"{where}.{kind}")
-        except _Problem as p:
+        except _ProblemError as p:
             problems.append((p.field, str(p)))
             continue
         negate = bool(a.get("negate"))
@@ -664,5 +682,5 @@ def compile_suite(suite: dict[str, Any]) -> Suite:
         sev = {1: HARD, 2: SOFT}.get(sev, sev)
         compiled.append(CompiledAssertion(name, str(sev), negate, grade))
     if problems:
-        raise InvalidSuite(problems)
+        raise InvalidSuiteError(problems)
     return Suite(compiled)

@@ -1,7 +1,7 @@
 """The reference model must itself pass the conformance corpus (every kind it models).
 
 Not modelled, hence excluded here: `expression` (CEL) assertions. Compiling a suite that
-uses one raises NotModelled; `test_only_expression_cases_are_excluded` pins that list.
+uses one raises NotModelledError; `test_only_expression_cases_are_excluded` pins that list.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import CASES, compare_outcome
 
-from reference import InvalidSuite, NotModelled, compile_suite
+from reference import InvalidSuiteError, NotModelledError, compile_suite
 
 
 def uses_expression(case: dict[str, Any]) -> bool:
@@ -26,7 +26,7 @@ def test_only_expression_cases_are_excluded() -> None:
     assert len(MODELLED) + len(excluded) == len(CASES)
     assert len(excluded) == 15
     for case in excluded:
-        with pytest.raises((NotModelled, InvalidSuite)):
+        with pytest.raises((NotModelledError, InvalidSuiteError)):
             compile_suite(case["suite"]).grade(case["trace"])
 
 
@@ -34,7 +34,7 @@ def test_only_expression_cases_are_excluded() -> None:
 def test_reference_case(case: dict[str, Any]) -> None:
     expect = case["expect"]
     if "error" in expect:
-        with pytest.raises(InvalidSuite) as info:
+        with pytest.raises(InvalidSuiteError) as info:
             compile_suite(case["suite"])
         assert info.value.field == expect["field"]
         return

@@ -139,8 +139,10 @@ def print_table(result: result_pb2.GradeResult) -> None:
         f"{result.soft_failures} soft failure(s)",
         caption=f"suite {result.suite_id}",
     )
-    for column in ("#", "assertion", "status", "severity", "reason", "positions"):
-        table.add_column(column, overflow="fold")
+    for column in ("#", "assertion", "status", "severity"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("positions", overflow="fold")
     for i, r in enumerate(result.results, start=1):
         status = result_pb2.AssertionStatus.Name(r.status).removeprefix("ASSERTION_STATUS_")
         style = "green" if r.status == result_pb2.ASSERTION_STATUS_PASS else "red"

@@ -1,0 +1,49 @@
+"""Differential tests: the Rust core (through the public API) against the reference model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trajgrade
+from hypothesis import HealthCheck, given, settings
+from reference import InvalidSuiteError, compile_suite
+from reference.strategies import cases, traces
+from test_conformance import result_dict
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def check(suite: dict[str, Any], trace: dict[str, Any]) -> None:
+    try:
+        ref = compile_suite(suite)
+    except InvalidSuiteError as exc:
+        with pytest.raises(trajgrade.InvalidSuiteError) as info:
+            trajgrade.compile_suite(suite)
+        assert info.value.field == exc.field
+        return
+    expected = ref.grade(trace)
+    got = result_dict(trajgrade.compile_suite(suite).grade(trace))
+    assert got == expected
+
+
+@SETTINGS
+@given(cases())
+def test_core_matches_reference(case: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    check(*case)
+
+
+@SETTINGS
+@given(traces())
+def test_args_exact_against_each_call(trace: dict[str, Any]) -> None:
+    """Every call's own text as an EXACT / PARTIAL expectation, against every call."""
+    texts = [c["arguments_json"] for c in trace["calls"] if "arguments_json" in c]
+    for text in texts[:3]:
+        suite = {
+            "assertions": [
+                {"tool_call_args": {"tool": t, "match": {"mode": mode, "args_json": text}}}
+                for t in ("a", "b", "search")
+                for mode in ("MATCH_MODE_EXACT", "MATCH_MODE_PARTIAL")
+            ]
+        }
+        check(suite, trace)
