@@ -51,9 +51,10 @@ lint:
 	cd rust && $(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	$(MAKE) -s proto && git diff --exit-code -- python/trajgrade/v1
 
-.PHONY: typecheck ## mypy --strict and stubtest
+.PHONY: typecheck ## mypy --strict (package and tests/test_typing.py) and stubtest
 typecheck:
 	$(BIN)/mypy
+	$(BIN)/mypy tests/test_typing.py
 	$(BIN)/python -m mypy.stubtest trajgrade._core --allowlist .mypy-stubtest-allowlist
 
 .PHONY: test-rust ## cargo test (pure core, no Python needed)
