@@ -1,0 +1,128 @@
+// Package trajgrade is a small Go client for the trajgrade.v1.GraderService gRPC API.
+//
+// It wraps the generated stubs in gen/trajgrade/v1 with the four calls an eval runner needs:
+// register a suite once, then grade traces one at a time, in a batch, or as a stream.
+package trajgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "trajgrade/clients/go/gen/trajgrade/v1"
+)
+
+// Client is a connection to one trajgrade server. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	stub pb.GraderServiceClient
+}
+
+// Dial connects to a trajgrade server without TLS. target is "host:port" or "unix:/path/to.sock"
+// (the sidecar layout); extra options (TLS credentials, interceptors) are appended after the
+// insecure default, so a caller's credentials option wins.
+func Dial(target string, opts ...grpc.DialOption) (*Client, error) {
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(target, all...)
+	if err != nil {
+		return nil, fmt.Errorf("trajgrade: dial %s: %w", target, err)
+	}
+	return &Client{conn: conn, stub: pb.NewGraderServiceClient(conn)}, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Stub returns the generated stub for calls this wrapper does not cover (GetSuite, inline suites).
+func (c *Client) Stub() pb.GraderServiceClient { return c.stub }
+
+// RegisterSuite validates and compiles a suite on the server and returns its content-hash id.
+// An invalid suite fails with codes.InvalidArgument naming the field of each problem.
+func (c *Client) RegisterSuite(ctx context.Context, suite *pb.Suite) (string, error) {
+	resp, err := c.stub.RegisterSuite(ctx, &pb.RegisterSuiteRequest{Suite: suite})
+	if err != nil {
+		return "", err
+	}
+	return resp.GetSuiteId(), nil
+}
+
+// GradeTrace grades one trace against a registered suite.
+func (c *Client) GradeTrace(ctx context.Context, suiteID string, trace *pb.Trace) (*pb.GradeResult, error) {
+	resp, err := c.stub.GradeTrace(ctx, &pb.GradeTraceRequest{
+		Trace:    trace,
+		SuiteRef: &pb.GradeTraceRequest_SuiteId{SuiteId: suiteID},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetResult(), nil
+}
+
+// BatchGradeTraces grades many traces against a registered suite in one call. It returns one
+// outcome per trace, in order: a result, or an item error for a trace that could not be graded.
+func (c *Client) BatchGradeTraces(ctx context.Context, suiteID string, traces []*pb.Trace) ([]*pb.TraceOutcome, error) {
+	resp, err := c.stub.BatchGradeTraces(ctx, &pb.BatchGradeTracesRequest{
+		SuiteRef: &pb.BatchGradeTracesRequest_SuiteId{SuiteId: suiteID},
+		Traces:   traces,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetOutcomes()) != len(traces) {
+		return nil, fmt.Errorf("trajgrade: %d outcomes for %d traces", len(resp.GetOutcomes()), len(traces))
+	}
+	return resp.GetOutcomes(), nil
+}
+
+// StreamGradeTraces sends traces over one StreamGradeTraces call and collects the outcomes,
+// which the server returns in request order. The suite id travels with the first message
+// only; later messages keep it. Sending and receiving run concurrently, so a long input does
+// not deadlock on flow control.
+func (c *Client) StreamGradeTraces(ctx context.Context, suiteID string, traces []*pb.Trace) ([]*pb.TraceOutcome, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.stub.StreamGradeTraces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sendErr := make(chan error, 1)
+	go func() {
+		for i, trace := range traces {
+			req := &pb.StreamGradeTracesRequest{Trace: trace}
+			if i == 0 {
+				req.SuiteRef = &pb.StreamGradeTracesRequest_SuiteId{SuiteId: suiteID}
+			}
+			if err := stream.Send(req); err != nil {
+				// io.EOF means the server ended the call; Recv reports the real status.
+				if !errors.Is(err, io.EOF) {
+					sendErr <- err
+					return
+				}
+				break
+			}
+		}
+		sendErr <- stream.CloseSend()
+	}()
+	outcomes := make([]*pb.TraceOutcome, 0, len(traces))
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		outcomes = append(outcomes, resp.GetOutcome())
+	}
+	if err := <-sendErr; err != nil {
+		return nil, err
+	}
+	if len(outcomes) != len(traces) {
+		return nil, fmt.Errorf("trajgrade: %d outcomes for %d traces", len(outcomes), len(traces))
+	}
+	return outcomes, nil
+}

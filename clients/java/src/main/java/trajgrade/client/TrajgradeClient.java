@@ -1,0 +1,141 @@
+package trajgrade.client;
+
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.stub.StreamObserver;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import trajgrade.v1.GraderServiceGrpc;
+import trajgrade.v1.GraderServiceOuterClass.BatchGradeTracesRequest;
+import trajgrade.v1.GraderServiceOuterClass.GradeTraceRequest;
+import trajgrade.v1.GraderServiceOuterClass.RegisterSuiteRequest;
+import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesRequest;
+import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesResponse;
+import trajgrade.v1.Result.GradeResult;
+import trajgrade.v1.Result.TraceOutcome;
+import trajgrade.v1.SuiteOuterClass.Suite;
+import trajgrade.v1.TraceOuterClass.Trace;
+
+/**
+ * A small client for trajgrade.v1.GraderService: register a suite once, then grade traces one at
+ * a time, in a batch, or over a stream. Failed calls throw {@link io.grpc.StatusRuntimeException}
+ * with the server's status code (INVALID_ARGUMENT for a bad suite, NOT_FOUND for an unknown id).
+ */
+public final class TrajgradeClient implements AutoCloseable {
+  private final ManagedChannel channel;
+  private final GraderServiceGrpc.GraderServiceBlockingStub blocking;
+  private final GraderServiceGrpc.GraderServiceStub async;
+  private final long timeoutMillis;
+
+  /**
+   * Connects without TLS.
+   *
+   * @param target "host:port" or "unix:///path/to.sock" (the sidecar layout)
+   * @param timeoutMillis deadline of each call
+   */
+  public TrajgradeClient(String target, long timeoutMillis) {
+    this(Grpc.newChannelBuilder(target, InsecureChannelCredentials.create()).build(), timeoutMillis);
+  }
+
+  /** Uses a channel the caller built (TLS, interceptors); {@link #close()} shuts it down. */
+  public TrajgradeClient(ManagedChannel channel, long timeoutMillis) {
+    this.channel = channel;
+    this.blocking = GraderServiceGrpc.newBlockingStub(channel);
+    this.async = GraderServiceGrpc.newStub(channel);
+    this.timeoutMillis = timeoutMillis;
+  }
+
+  private GraderServiceGrpc.GraderServiceBlockingStub blocking() {
+    return blocking.withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS);
+  }
+
+  /** Validates and compiles a suite on the server and returns its content-hash id. */
+  public String registerSuite(Suite suite) {
+    return blocking().registerSuite(RegisterSuiteRequest.newBuilder().setSuite(suite).build())
+        .getSuiteId();
+  }
+
+  /** Grades one trace against a registered suite. */
+  public GradeResult gradeTrace(String suiteId, Trace trace) {
+    return blocking()
+        .gradeTrace(GradeTraceRequest.newBuilder().setSuiteId(suiteId).setTrace(trace).build())
+        .getResult();
+  }
+
+  /** Grades many traces in one call: one outcome (result or item error) per trace, in order. */
+  public List<TraceOutcome> batchGradeTraces(String suiteId, List<Trace> traces) {
+    List<TraceOutcome> outcomes = blocking()
+        .batchGradeTraces(
+            BatchGradeTracesRequest.newBuilder().setSuiteId(suiteId).addAllTraces(traces).build())
+        .getOutcomesList();
+    checkCount(outcomes.size(), traces.size());
+    return outcomes;
+  }
+
+  /**
+   * Grades traces over one bidirectional stream; outcomes come back in request order. The suite
+   * id travels with the first message only.
+   */
+  public List<TraceOutcome> streamGradeTraces(String suiteId, List<Trace> traces)
+      throws InterruptedException {
+    CompletableFuture<List<TraceOutcome>> done = new CompletableFuture<>();
+    List<TraceOutcome> outcomes = new ArrayList<>();
+    StreamObserver<StreamGradeTracesResponse> responses = new StreamObserver<>() {
+      @Override
+      public void onNext(StreamGradeTracesResponse response) {
+        outcomes.add(response.getOutcome());
+      }
+
+      @Override
+      public void onError(Throwable t) {
+        done.completeExceptionally(t);
+      }
+
+      @Override
+      public void onCompleted() {
+        done.complete(outcomes);
+      }
+    };
+    StreamObserver<StreamGradeTracesRequest> requests = async
+        .withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS)
+        .streamGradeTraces(responses);
+    for (int i = 0; i < traces.size(); i++) {
+      StreamGradeTracesRequest.Builder request = StreamGradeTracesRequest.newBuilder()
+          .setTrace(traces.get(i));
+      if (i == 0) {
+        request.setSuiteId(suiteId);
+      }
+      requests.onNext(request.build());
+    }
+    requests.onCompleted();
+    try {
+      List<TraceOutcome> result = done.get(timeoutMillis + 1_000, TimeUnit.MILLISECONDS);
+      checkCount(result.size(), traces.size());
+      return result;
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException runtime) {
+        throw runtime;
+      }
+      throw new IllegalStateException(e.getCause());
+    } catch (TimeoutException e) {
+      throw new IllegalStateException("trajgrade: stream did not finish", e);
+    }
+  }
+
+  private static void checkCount(int outcomes, int traces) {
+    if (outcomes != traces) {
+      throw new IllegalStateException(
+          "trajgrade: " + outcomes + " outcomes for " + traces + " traces");
+    }
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    channel.shutdown().awaitTermination(5, TimeUnit.SECONDS);
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+'use strict';
+/**
+ * Grade a test vector through every grading RPC and print one JSON line per outcome.
+ *
+ *   node bin/conformance.js <address> <vectors.json>
+ *
+ * vectors.json is {"suite": Suite, "traces": [Trace, ...]} in the protobuf JSON mapping. Output:
+ * {"rpc":"RegisterSuite","suite_id":...}, then one
+ * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces","index":i,"outcome":TraceOutcome}
+ * per trace and RPC.
+ */
+const fs = require('node:fs');
+const { TrajgradeClient } = require('../src/client');
+
+async function main(argv) {
+  if (argv.length !== 2) {
+    process.stderr.write('usage: conformance.js <address> <vectors.json>\n');
+    return 2;
+  }
+  const [address, file] = argv;
+  const { suite, traces } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const client = new TrajgradeClient(address);
+  const print = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
+  try {
+    const suiteId = await client.registerSuite(suite);
+    print({ rpc: 'RegisterSuite', suite_id: suiteId });
+    for (const [index, trace] of traces.entries()) {
+      const result = await client.gradeTrace(suiteId, trace);
+      print({ rpc: 'GradeTrace', index, outcome: { result } });
+    }
+    const batch = await client.batchGradeTraces(suiteId, traces);
+    batch.forEach((outcome, index) => print({ rpc: 'BatchGradeTraces', index, outcome }));
+    const stream = await client.streamGradeTraces(suiteId, traces);
+    stream.forEach((outcome, index) => print({ rpc: 'StreamGradeTraces', index, outcome }));
+  } finally {
+    client.close();
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    process.stderr.write(`trajgrade-conformance: ${err.stack ?? err}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,168 @@
+//! A small async client for trajgrade.v1.GraderService: register a suite once, then grade traces
+//! one at a time, in a batch, or over a stream.
+//!
+//! The messages are the prost types generated from the repository's protos (`pb`); each also
+//! implements serde `Serialize`/`Deserialize` in the protobuf JSON mapping (pbjson).
+
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// The generated `trajgrade.v1` messages and client.
+pub mod pb {
+    #![allow(clippy::all, clippy::pedantic, missing_docs)]
+    tonic::include_proto!("trajgrade.v1");
+    include!(concat!(env!("OUT_DIR"), "/trajgrade.v1.serde.rs"));
+}
+
+use pb::grader_service_client::GraderServiceClient;
+use pb::{
+    batch_grade_traces_request, grade_trace_request, stream_grade_traces_request,
+    BatchGradeTracesRequest, GradeResult, GradeTraceRequest, RegisterSuiteRequest,
+    StreamGradeTracesRequest, Suite, Trace, TraceOutcome,
+};
+
+/// Errors of this client: a connection problem, a gRPC status, or a malformed answer.
+#[derive(Debug)]
+pub enum Error {
+    /// Could not connect.
+    Transport(tonic::transport::Error),
+    /// The server answered with a non-OK status.
+    Status(tonic::Status),
+    /// The answer broke the API contract (e.g. a missing outcome).
+    Protocol(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Transport(e) => write!(f, "transport: {e}"),
+            Error::Status(s) => write!(f, "{:?}: {}", s.code(), s.message()),
+            Error::Protocol(m) => write!(f, "protocol: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<tonic::transport::Error> for Error {
+    fn from(e: tonic::transport::Error) -> Self {
+        Error::Transport(e)
+    }
+}
+
+impl From<tonic::Status> for Error {
+    fn from(s: tonic::Status) -> Self {
+        Error::Status(s)
+    }
+}
+
+/// A connection to one trajgrade server. Cloning is cheap and shares the connection.
+#[derive(Clone)]
+pub struct Client {
+    stub: GraderServiceClient<Channel>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects without TLS to `host:port`, `http://host:port` or `unix:/path/to.sock`
+    /// (the sidecar layout). `timeout` is the deadline of each call.
+    pub async fn connect(target: &str, timeout: Duration) -> Result<Self, Error> {
+        let channel = if let Some(path) = target.strip_prefix("unix:") {
+            let path = path.trim_start_matches("//").to_owned();
+            // The URI is required by the API but unused: the connector dials the socket.
+            Endpoint::try_from("http://localhost")?
+                .connect_with_connector(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move { UnixStream::connect(path).await.map(TokioIo::new) }
+                }))
+                .await?
+        } else if target.contains("://") {
+            Endpoint::from_shared(target.to_owned())?.connect().await?
+        } else {
+            Endpoint::from_shared(format!("http://{target}"))?.connect().await?
+        };
+        Ok(Self::from_channel(channel, timeout))
+    }
+
+    /// Wraps a channel the caller built (TLS, custom settings).
+    pub fn from_channel(channel: Channel, timeout: Duration) -> Self {
+        Self { stub: GraderServiceClient::new(channel), timeout }
+    }
+
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(self.timeout);
+        request
+    }
+
+    /// Validates and compiles a suite on the server and returns its content-hash id.
+    pub async fn register_suite(&mut self, suite: Suite) -> Result<String, Error> {
+        let request = self.request(RegisterSuiteRequest { suite: Some(suite) });
+        Ok(self.stub.register_suite(request).await?.into_inner().suite_id)
+    }
+
+    /// Grades one trace against a registered suite.
+    pub async fn grade_trace(&mut self, suite_id: &str, trace: Trace) -> Result<GradeResult, Error> {
+        let request = self.request(GradeTraceRequest {
+            trace: Some(trace),
+            suite_ref: Some(grade_trace_request::SuiteRef::SuiteId(suite_id.to_owned())),
+        });
+        self.stub
+            .grade_trace(request)
+            .await?
+            .into_inner()
+            .result
+            .ok_or_else(|| Error::Protocol("GradeTraceResponse without a result".into()))
+    }
+
+    /// Grades many traces in one call: one outcome (result or item error) per trace, in order.
+    pub async fn batch_grade_traces(
+        &mut self,
+        suite_id: &str,
+        traces: Vec<Trace>,
+    ) -> Result<Vec<TraceOutcome>, Error> {
+        let count = traces.len();
+        let request = self.request(BatchGradeTracesRequest {
+            suite_ref: Some(batch_grade_traces_request::SuiteRef::SuiteId(suite_id.to_owned())),
+            traces,
+        });
+        let outcomes = self.stub.batch_grade_traces(request).await?.into_inner().outcomes;
+        check_count(outcomes.len(), count)?;
+        Ok(outcomes)
+    }
+
+    /// Grades traces over one bidirectional stream; outcomes come back in request order. The
+    /// suite id travels with the first message only.
+    pub async fn stream_grade_traces(
+        &mut self,
+        suite_id: &str,
+        traces: Vec<Trace>,
+    ) -> Result<Vec<TraceOutcome>, Error> {
+        let count = traces.len();
+        let suite_id = suite_id.to_owned();
+        let messages = traces.into_iter().enumerate().map(move |(i, trace)| StreamGradeTracesRequest {
+            trace: Some(trace),
+            suite_ref: (i == 0)
+                .then(|| stream_grade_traces_request::SuiteRef::SuiteId(suite_id.clone())),
+        });
+        let request = self.request(tokio_stream::iter(messages));
+        let mut responses = self.stub.stream_grade_traces(request).await?.into_inner();
+        let mut outcomes = Vec::with_capacity(count);
+        while let Some(response) = responses.message().await? {
+            outcomes.push(response.outcome.unwrap_or_default());
+        }
+        check_count(outcomes.len(), count)?;
+        Ok(outcomes)
+    }
+}
+
+fn check_count(outcomes: usize, traces: usize) -> Result<(), Error> {
+    if outcomes == traces {
+        Ok(())
+    } else {
+        Err(Error::Protocol(format!("{outcomes} outcomes for {traces} traces")))
+    }
+}

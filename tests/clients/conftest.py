@@ -1,0 +1,64 @@
+"""Fixtures for the cross-language client tests: a real `trajgrade serve`, the vector."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trajgrade
+from clients_support import (
+    VECTORS,
+    Expected,
+    Server,
+    free_port,
+    missing_toolchains,
+    start_server,
+    stop_server,
+    wait_serving,
+)
+from trajgrade.v1 import result_pb2
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Repeat every skipped toolchain at the end, where nobody can miss it."""
+    missing = missing_toolchains()
+    if missing:
+        terminalreporter.section("client tests skipped for missing toolchains", sep="!")
+        for line in missing:
+            terminalreporter.line(line)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`trajgrade serve --listen 127.0.0.1:<free port>`, as a user would start it."""
+    address = f"127.0.0.1:{free_port()}"
+    log = tmp_path_factory.mktemp("server") / "serve.log"
+    proc = start_server(address, log)
+    try:
+        try:
+            wait_serving(address, proc)
+        except AssertionError as exc:
+            stop_server(proc)
+            pytest.fail(f"{exc}\n--- server log ---\n{log.read_text(errors='replace')[-4000:]}")
+        yield Server(address=address, log=log)
+    finally:
+        stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def vectors() -> dict[str, Any]:
+    with VECTORS.open(encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return data
+
+
+@pytest.fixture(scope="session")
+def expected(vectors: dict[str, Any]) -> Expected:
+    """`trajgrade.compile_suite(suite).grade(trace)` for every trace of the vector."""
+    compiled = trajgrade.compile_suite(vectors["suite"])
+    outcomes = [
+        result_pb2.TraceOutcome(result=compiled.grade(trace)) for trace in vectors["traces"]
+    ]
+    return Expected(suite_id=compiled.suite_id, outcomes=outcomes)

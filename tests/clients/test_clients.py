@@ -1,0 +1,189 @@
+"""The Go, Node, Java and Rust clients under clients/ grade exactly what the library grades.
+
+Each client is built from a clean checkout (its toolchain fetches its own dependencies), run
+against a real `trajgrade serve` on loopback with tests/clients/vectors.json, and its output
+(RegisterSuite, then every trace through GradeTrace, BatchGradeTraces and StreamGradeTraces)
+must equal `trajgrade.compile_suite(suite).grade(trace)` field by field and byte for byte.
+
+The four builds start together on first use and run in the background, so the slow ones (Maven,
+cargo) overlap with the others. A missing toolchain skips its client loudly on a laptop and
+fails under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clients_support import CLIENTS, PROTO, VECTORS, Expected, Server, as_dict, require, run
+from google.protobuf import json_format
+from trajgrade.v1 import result_pb2
+
+pytestmark = pytest.mark.timeout(900)
+
+GRADING_RPCS = ("GradeTrace", "BatchGradeTraces", "StreamGradeTraces")
+BUILD_TIMEOUT_S = 840.0
+
+
+def _newer_than(target: Path, *sources: Path) -> bool:
+    """True when `target` exists and no file under `sources` changed after it."""
+    if not target.exists():
+        return False
+    built = target.stat().st_mtime
+    for source in sources:
+        files = source.rglob("*") if source.is_dir() else [source]
+        if any(f.is_file() and f.stat().st_mtime > built for f in files):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """How to build and run one client."""
+
+    name: str
+    tools: tuple[str, ...]
+    build: Callable[[], list[list[str]]]
+    command: list[str]
+    env: dict[str, str]
+
+    @property
+    def cwd(self) -> Path:
+        return CLIENTS / self.name
+
+
+def _node_build() -> list[list[str]]:
+    # npm ci wipes node_modules; skip it while the installed tree matches the lockfile.
+    node = CLIENTS / "node"
+    if _newer_than(node / "node_modules" / ".package-lock.json", node / "package-lock.json"):
+        return []
+    return [["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]]
+
+
+def _java_build() -> list[list[str]]:
+    java = CLIENTS / "java"
+    jar = java / "target" / "trajgrade-client-0.1.0-all.jar"
+    if _newer_than(jar, java / "pom.xml", java / "src", PROTO):
+        return []
+    return [["mvn", "-q", "-B", "package"]]
+
+
+CLIENT_SPECS = {
+    "go": ClientSpec(
+        name="go",
+        tools=("go",),
+        # go build fetches the modules in go.sum and caches compiled packages itself.
+        build=lambda: [
+            ["go", "build", "-o", "bin/trajgrade-conformance", "./cmd/trajgrade-conformance"]
+        ],
+        command=[str(CLIENTS / "go" / "bin" / "trajgrade-conformance")],
+        env={"GOFLAGS": "-mod=readonly"},
+    ),
+    "node": ClientSpec(
+        name="node",
+        tools=("node", "npm"),
+        build=_node_build,
+        command=["node", str(CLIENTS / "node" / "bin" / "conformance.js")],
+        env={},
+    ),
+    "java": ClientSpec(
+        name="java",
+        tools=("java", "mvn"),
+        build=_java_build,
+        command=["java", "-jar", str(CLIENTS / "java/target/trajgrade-client-0.1.0-all.jar")],
+        env={},
+    ),
+    "rust": ClientSpec(
+        name="rust",
+        tools=("cargo",),
+        # cargo rebuilds only what changed; the dev profile compiles far faster than release.
+        build=lambda: [["cargo", "build", "--locked", "--bin", "trajgrade-conformance"]],
+        command=[str(CLIENTS / "rust" / "target" / "debug" / "trajgrade-conformance")],
+        env={"CARGO_TARGET_DIR": str(CLIENTS / "rust" / "target"), "CARGO_TERM_COLOR": "never"},
+    ),
+}
+
+
+def _build(spec: ClientSpec) -> None:
+    env = {**os.environ, **spec.env}
+    for cmd in spec.build():
+        run(cmd, cwd=spec.cwd, timeout=BUILD_TIMEOUT_S, env=env)
+
+
+@pytest.fixture(scope="module")
+def builds() -> Iterator[dict[str, Future[None]]]:
+    """Every client whose toolchain is present starts building at once, in the background."""
+    from shutil import which  # noqa: PLC0415 -- only to decide what to start
+
+    with ThreadPoolExecutor(max_workers=len(CLIENT_SPECS)) as pool:
+        futures = {
+            name: pool.submit(_build, spec)
+            for name, spec in CLIENT_SPECS.items()
+            if all(which(tool) for tool in spec.tools)
+        }
+        yield futures
+
+
+def parse_output(stdout: str) -> list[dict[str, Any]]:
+    # Split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings.
+    return [json.loads(line) for line in stdout.split("\n") if line.strip()]
+
+
+@pytest.mark.parametrize("client", sorted(CLIENT_SPECS))
+def test_client_matches_library(
+    client: str,
+    builds: dict[str, Future[None]],
+    server: Server,
+    expected: Expected,
+    vectors: dict[str, Any],
+) -> None:
+    spec = CLIENT_SPECS[client]
+    for tool in spec.tools:
+        require(tool, f"the {client} client test")
+    builds[client].result(timeout=BUILD_TIMEOUT_S)  # re-raises the build's failure
+    env = {**os.environ, **spec.env}
+    stdout = run([*spec.command, server.address, str(VECTORS)], cwd=spec.cwd, timeout=120, env=env)
+
+    lines = parse_output(stdout)
+    assert lines, f"{client}: no output"
+    assert lines[0] == {"rpc": "RegisterSuite", "suite_id": expected.suite_id}
+    by_rpc: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for line in lines[1:]:
+        by_rpc[line["rpc"]].append(line)
+    assert sorted(by_rpc) == sorted(GRADING_RPCS), f"{client}: RPCs in the output"
+
+    count = len(vectors["traces"])
+    for rpc in GRADING_RPCS:
+        assert [line["index"] for line in by_rpc[rpc]] == list(range(count)), f"{client} {rpc}"
+        for line in by_rpc[rpc]:
+            want = expected.outcomes[line["index"]]
+            got = json_format.ParseDict(line["outcome"], result_pb2.TraceOutcome())
+            where = f"{client} {rpc} traces[{line['index']}]"
+            assert as_dict(got) == as_dict(want), where
+            assert got.SerializeToString(deterministic=True) == want.SerializeToString(
+                deterministic=True
+            ), where
+
+
+def test_vectors_exercise_the_wire_details(vectors: dict[str, Any]) -> None:
+    """Guard the vector itself: it must keep the cases that break naive clients."""
+    calls = [call for trace in vectors["traces"] for call in trace.get("calls", [])]
+    assert any("arguments_json" not in call for call in calls), "an unrecorded-arguments call"
+    assert any(call.get("arguments_json") == "" for call in calls), "an empty-arguments call"
+    assert any(int(call.get("start_time_unix_nano", 0)) > 2**53 for call in calls), "a uint64"
+    assert any(not trace.get("calls") for trace in vectors["traces"]), "a trace without calls"
+    counts = [a["tool_count"] for a in vectors["suite"]["assertions"] if "tool_count" in a]
+    assert any(c.get("min") == 0 for c in counts), "an optional field set to its zero value"
+
+
+def test_subprocess_helper_reports_output(tmp_path: Path) -> None:
+    """A failing build shows its output, so a CI log says why."""
+    with pytest.raises(pytest.fail.Exception, match="boom"):
+        run(["sh", "-c", "echo boom >&2; exit 3"], cwd=tmp_path, timeout=10)
