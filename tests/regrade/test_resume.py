@@ -1,0 +1,97 @@
+"""--resume after kill -9 / Ctrl-C of a real subprocess: no duplicates, no gaps, same bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import regrade_workload
+from trajgrade.regrade import read_rows, regrade
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("big")
+    suite = regrade_workload.write_suite(base / "suite.json")
+    traces = regrade_workload.write_jsonl(base / "traces.jsonl", 12000, seed=3)
+    reference = base / "reference.jsonl"
+    regrade([str(traces)], suite, str(reference), chunk_size=100)
+    return {"suite": suite, "traces": traces, "reference": reference}
+
+
+def _command(big: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "trajgrade.commands.regrade", str(big["traces"]),
+        "--suite", str(big["suite"]), "--out", str(out), "--chunk-size", "50",
+        "--threads", "1", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def _committed_chunks(manifest: Path) -> int:
+    try:
+        return int(json.loads(manifest.read_text(encoding="utf-8"))["chunks"])
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_resume_after_interrupt(big: dict[str, Path], tmp_path: Path, signum: int) -> None:
+    out = tmp_path / "results.jsonl"
+    manifest = tmp_path / "results.jsonl.parts" / "manifest.json"
+    process = subprocess.Popen(
+        _command(big, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while _committed_chunks(manifest) < 5 and process.poll() is None:
+        assert time.monotonic() < deadline, "the run never committed a chunk"
+        time.sleep(0.005)
+    os.kill(process.pid, signum)
+    _, stderr = process.communicate(timeout=60)
+    if signum == signal.SIGINT:
+        assert process.returncode == 130, stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+    assert not out.exists(), "the output must not appear before the run is complete"
+    done = _committed_chunks(manifest)
+    assert 5 <= done < 240
+
+    # Without --resume the committed work is never silently thrown away.
+    refused = subprocess.run(_command(big, out), check=False, capture_output=True, timeout=60)
+    assert refused.returncode == 2 and b"--resume" in refused.stderr
+
+    resumed = subprocess.run(
+        _command(big, out, "--resume"), check=False, capture_output=True, timeout=120
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    ids = [row["trace_id"] for row in read_rows(str(out))]
+    assert ids == [f"t{i:08d}" for i in range(12000)]  # no duplicates, no gaps, in order
+    assert out.read_bytes() == big["reference"].read_bytes()
+    assert not manifest.parent.exists()
+
+
+def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Path) -> None:
+    """A part written but not yet in the manifest (crash between the renames) is redone."""
+    out = tmp_path / "results.parquet"
+    commits: list[int] = []
+
+    def crash_after_three(traces: int) -> None:
+        commits.append(traces)
+        if len(commits) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        regrade([str(big["traces"])], big["suite"], str(out), chunk_size=1000,
+                on_commit=crash_after_three)  # fmt: skip
+    parts = out.with_name(out.name + ".parts")
+    (parts / "part-000003.parquet").write_bytes(b"half-written garbage")
+    summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
+    assert summary.traces == 12000
+    rows = list(read_rows(str(out)))
+    reference = list(read_rows(str(big["reference"])))
+    assert rows == reference
