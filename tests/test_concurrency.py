@@ -114,7 +114,14 @@ async def test_health_answers_promptly_while_a_huge_batch_grades(
     heavy = max(valid_cases, key=lambda c: len(c.suite.assertions) * max(1, len(c.trace.calls)))
     payload, in_process = await asyncio.to_thread(_huge_batch, heavy, reference)
     assert in_process >= 0.3, "could not build a batch that takes long enough to mean anything"
-    server = await make_server(max_message_bytes=256 * 1024 * 1024)
+    big = 256 * 1024 * 1024
+    server = await make_server(
+        max_message_bytes=big,
+        channel_options=[
+            ("grpc.max_receive_message_length", big),
+            ("grpc.max_send_message_length", big),
+        ],
+    )
     health = health_pb2_grpc.HealthStub(server.channel)
     await health.Check(health_pb2.HealthCheckRequest())  # connection warm
 
