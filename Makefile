@@ -75,3 +75,11 @@ serve: install
 .PHONY: bench ## release build and the benchmark tables
 bench: install build-prod
 	$(PY) bench/bench_core.py
+
+.PHONY: deps-system ## system packages the tests need (headless Chromium for the report test)
+deps-system:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+.PHONY: bench-regrade ## release build, then regrade throughput and peak RSS at 100k vs 1M traces
+bench-regrade: install build-prod
+	$(PY) bench/bench_regrade.py --sizes 100000,1000000
