@@ -17,9 +17,12 @@ __all__ = [
     "SuiteNotFoundError",
     "TrajgradeError",
     "__version__",
+    "build_profile",
 ]
 
 __version__: str
+build_profile: str
+"""`"release"` or `"debug"`: how the extension was built (benchmarks print it)."""
 
 class TrajgradeError(Exception):
     """Base of every trajgrade error."""

@@ -16,6 +16,7 @@ mod _core {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
         m.add("TrajgradeError", py.get_type::<errors::TrajgradeError>())?;
         m.add("InvalidSuiteError", py.get_type::<errors::InvalidSuiteError>())?;
         m.add("InvalidRequestError", py.get_type::<errors::InvalidRequestError>())?;

@@ -1,0 +1,114 @@
+"""Core throughput: pure-Python reference vs the Rust core (1 thread, all threads) vs decode floor.
+
+Run with `make bench` (release build). Every core row is checked against the reference
+(`correct`): "fast but wrong" shows. Not part of the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the reference model lives with the tests
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _report  # noqa: E402
+import trajgrade  # noqa: E402
+import workloads  # noqa: E402
+from reference import compile_suite as reference_compile  # noqa: E402
+from trajgrade import _core  # noqa: E402
+from trajgrade.v1 import assertion_pb2, result_pb2  # noqa: E402
+
+
+def comparable(result: result_pb2.GradeResult) -> dict[str, Any]:
+    return {
+        "verdict": result_pb2.Verdict.Name(result.verdict),
+        "score": result.score,
+        "soft_failures": result.soft_failures,
+        "results": [
+            {
+                "name": r.name,
+                "status": result_pb2.AssertionStatus.Name(r.status),
+                "severity": assertion_pb2.Severity.Name(r.severity),
+                "reason_code": r.reason_code,
+                "positions": list(r.positions),
+            }
+            for r in result.results
+        ],
+    }
+
+
+def best_rate(fn: Callable[[], object], items: int, repeat: int) -> float:
+    """Items per second of the fastest of `repeat` runs."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return items / best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--traces", type=int, default=20_000, help="traces per core run")
+    parser.add_argument("--reference-traces", type=int, default=300, help="traces for Python")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    suite = workloads.suite()
+    dicts = workloads.traces(args.traces)
+    payloads = [trajgrade.trace_bytes(t) for t in dicts]
+    reference = reference_compile(suite)
+    ref_dicts = dicts[: args.reference_traces]
+    expected = [reference.grade(t) for t in ref_dicts]
+
+    py_rate = best_rate(lambda: [reference.grade(t) for t in ref_dicts], len(ref_dicts), 1)
+    rows: list[tuple[str, float, bool | None]] = [("python reference", py_rate, True)]
+    cores = os.cpu_count() or 1
+    for label, threads in (("core, 1 thread", 1), (f"core, {cores} threads", 0)):
+        grader = _core.Grader(threads=threads)
+        compiled = trajgrade.compile_suite(suite, grader=grader)
+        outcomes: list[object] = []
+
+        def run(compiled: trajgrade.CompiledSuite = compiled, out: list[object] = outcomes) -> None:
+            out[:] = compiled.grade_batch(payloads)
+
+        core_rate = best_rate(run, len(payloads), args.repeat)
+        got = [
+            comparable(o)
+            for o in outcomes[: len(expected)]
+            if isinstance(o, result_pb2.GradeResult)
+        ]
+        rows.append((label, core_rate, got == expected))
+    floor_grader = _core.Grader(threads=1)
+    floor = best_rate(lambda: floor_grader.decode_only(payloads), len(payloads), args.repeat)
+    rows.append(("decode-only floor (prost, 1 thread)", floor, None))
+
+    header = ["row", "gradings/s", "vs python", "vs floor", "correct"]
+    body = [
+        [
+            label,
+            _report.rate(r),
+            _report.ratio(r / py_rate),
+            _report.ratio(r / floor),
+            "-" if ok is None else ("yes" if ok else "NO"),
+        ]
+        for label, r, ok in rows
+    ]
+    title = (
+        f"trajgrade core bench: {_core.build_profile} build, {cores} cores, "
+        f"{args.traces} traces x {workloads.CALLS_PER_TRACE} calls "
+        f"(~{workloads.ARGUMENT_BYTES} B arguments), 5 assertions; python on {len(ref_dicts)}"
+    )
+    print(_report.table(title, header, body))
+    return 0 if all(ok in (True, None) for _, _, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
