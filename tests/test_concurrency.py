@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-sys.path.insert(0, str(Path(__file__).parent / "server"))
-
-from server_harness import (
+from server.server_harness import (  # the harness shared with tests/server
     SERVICE,
     Case,
     ServerFactory,

@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import grpc
-from server_harness import SERVICE, Case, request_for
 from trajgrade import _core
 from trajgrade.commands import health as health_command
 from trajgrade.server.status import error_info
 from trajgrade.v1 import grader_service_pb2 as g
+
+from .server_harness import SERVICE, Case, request_for
 
 _TRANSPORT_REFUSALS = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 

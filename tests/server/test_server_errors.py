@@ -8,7 +8,11 @@ import logging
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from server_harness import (
+from trajgrade import _core
+from trajgrade.v1 import grader_service_pb2 as g
+from trajgrade.v1 import trace_pb2
+
+from .server_harness import (
     Case,
     GatedGrader,
     Harness,
@@ -16,9 +20,6 @@ from server_harness import (
     request_for,
     status_of,
 )
-from trajgrade import _core
-from trajgrade.v1 import grader_service_pb2 as g
-from trajgrade.v1 import trace_pb2
 
 
 def _first_invalid(invalid_cases: list[Case], field_prefix: str) -> Case:

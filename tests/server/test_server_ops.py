@@ -17,11 +17,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from server_harness import Case, GatedGrader, ServerFactory, request_for, status_of
 from trajgrade import _core
 from trajgrade.commands import health as health_command
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.v1 import grader_service_pb2 as g
+
+from .server_harness import Case, GatedGrader, ServerFactory, request_for, status_of
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from server_harness import Case, Harness, ServerFactory, bad_utf8_trace, request_for, status_of
 from trajgrade import _core
 from trajgrade.server import wire
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import result_pb2, trace_pb2
+
+from .server_harness import Case, Harness, ServerFactory, bad_utf8_trace, request_for, status_of
 
 
 async def test_grade_trace_inline_suite_matches_library(
