@@ -35,7 +35,7 @@ public final class TrajgradeClient implements AutoCloseable {
   /**
    * Connects without TLS.
    *
-   * @param target "host:port" or "unix:///path/to.sock" (the sidecar layout)
+   * @param target "host:port" or "unix:/path/to.sock" (the sidecar layout)
    * @param timeoutMillis deadline of each call
    */
   public TrajgradeClient(String target, long timeoutMillis) {
