@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 import trajgrade
-from clients_support import (
+from trajgrade.v1 import result_pb2
+
+from .clients_support import (
     VECTORS,
     Expected,
     Server,
@@ -18,7 +20,6 @@ from clients_support import (
     stop_server,
     wait_serving,
 )
-from trajgrade.v1 import result_pb2
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

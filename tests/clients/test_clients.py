@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clients_support import CLIENTS, PROTO, VECTORS, Expected, Server, as_dict, require, run
 from google.protobuf import json_format
 from trajgrade.v1 import result_pb2
+
+from .clients_support import CLIENTS, PROTO, VECTORS, Expected, Server, as_dict, require, run
 
 pytestmark = pytest.mark.timeout(900)
 
