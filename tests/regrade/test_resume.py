@@ -19,7 +19,7 @@ from trajgrade.regrade import read_rows, regrade
 def big(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("big")
     suite = regrade_workload.write_suite(base / "suite.json")
-    traces = regrade_workload.write_jsonl(base / "traces.jsonl", 12000, seed=3)
+    traces = regrade_workload.write_jsonl(base / "traces.jsonl", 6000, seed=3)
     reference = base / "reference.jsonl"
     regrade([str(traces)], suite, str(reference), chunk_size=100)
     return {"suite": suite, "traces": traces, "reference": reference}
@@ -59,7 +59,7 @@ def test_resume_after_interrupt(big: dict[str, Path], tmp_path: Path, signum: in
         assert process.returncode == -signal.SIGKILL
     assert not out.exists(), "the output must not appear before the run is complete"
     done = _committed_chunks(manifest)
-    assert 5 <= done < 240
+    assert 5 <= done < 120
 
     # Without --resume the committed work is never silently thrown away.
     refused = subprocess.run(_command(big, out), check=False, capture_output=True, timeout=60)
@@ -70,7 +70,7 @@ def test_resume_after_interrupt(big: dict[str, Path], tmp_path: Path, signum: in
     )
     assert resumed.returncode == 0, resumed.stderr
     ids = [row["trace_id"] for row in read_rows(str(out))]
-    assert ids == [f"t{i:08d}" for i in range(12000)]  # no duplicates, no gaps, in order
+    assert ids == [f"t{i:08d}" for i in range(6000)]  # no duplicates, no gaps, in order
     assert out.read_bytes() == big["reference"].read_bytes()
     assert not manifest.parent.exists()
 
@@ -91,7 +91,7 @@ def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Pat
     parts = out.with_name(out.name + ".parts")
     (parts / "part-000003.parquet").write_bytes(b"half-written garbage")
     summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
-    assert summary.traces == 12000
+    assert summary.traces == 6000
     rows = list(read_rows(str(out)))
     reference = list(read_rows(str(big["reference"])))
     assert rows == reference
