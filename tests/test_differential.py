@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 import trajgrade
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from reference import InvalidSuiteError, compile_suite
-from reference.strategies import cases, traces
+from reference.strategies import broken_suites, cases, js_regex, traces
 from test_conformance import result_dict
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check(suite: dict[str, Any], trace: dict[str, Any]) -> None:
@@ -47,3 +48,39 @@ def test_args_exact_against_each_call(trace: dict[str, Any]) -> None:
             ]
         }
         check(suite, trace)
+
+
+@SETTINGS
+@given(broken_suites())
+def test_invalid_suites_name_the_same_field(case: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    check(*case)
+
+
+@SETTINGS
+@given(js_regex(), st.sampled_from(["", "i", "m", "s", "u", "im", "su"]), traces())
+def test_regex_matches_like_the_reference(pattern: str, flags: str, trace: dict[str, Any]) -> None:
+    match = {"mode": "MATCH_MODE_REGEX", "pattern": pattern}
+    if flags:
+        match["flags"] = flags
+    suite = {
+        "assertions": [
+            {"tool_call_args": {"tool": t, "quantifier": q, "match": match}}
+            for t in ("a", "b", "search")
+            for q in ("QUANTIFIER_ANY", "QUANTIFIER_ALL")
+        ]
+    }
+    check(suite, trace)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.lists(traces(), max_size=8))
+def test_batch_equals_one_by_one(
+    case: tuple[dict[str, Any], dict[str, Any]], more: list[dict[str, Any]]
+) -> None:
+    suite, trace = case
+    try:
+        compiled = trajgrade.compile_suite(suite)
+    except trajgrade.InvalidSuiteError:
+        return
+    batch = [trace, *more]
+    assert compiled.grade_batch(batch) == [compiled.grade(t) for t in batch]

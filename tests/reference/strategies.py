@@ -157,7 +157,7 @@ def args_match(draw: st.DrawFn, sources: list[str], allow_ignore: bool) -> dict[
     if mode == "MATCH_MODE_IGNORE":
         return m
     if mode == "MATCH_MODE_REGEX":
-        m["pattern"] = draw(st.sampled_from(PATTERNS))
+        m["pattern"] = draw(st.one_of(st.sampled_from(PATTERNS), js_regex()))
         flags = draw(st.sampled_from(["", "i", "m", "s", "u", "is", "g"]))
         if flags:
             m["flags"] = flags
@@ -313,3 +313,96 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     trace = draw(traces())
     items = [draw(assertion(trace)) for _ in range(draw(st.integers(1, 4)))]
     return {"assertions": items}, trace
+
+
+# ---------------------------------------------------------------- generated regexes
+
+_REGEX_ATOMS = [
+    "a",
+    "b",
+    "x",
+    "é",
+    "1",
+    ".",
+    r"\d",
+    r"\w",
+    r"\s",
+    r"\D",
+    r"\W",
+    r"\.",
+    r"\{",
+    '"',
+    ":",
+    "[a-c]",
+    "[^a-z]",
+    r"[\d,]",
+    "[é-ü]",
+    r"\u0078",
+    r"\x22",
+    r"\b",
+    "^",
+    "$",
+]
+_QUANTIFIERS = ["", "", "", "*", "+", "?", "{1,2}", "{2}", "*?", "+?"]
+
+
+@st.composite
+def js_regex(draw: st.DrawFn, depth: int = 2) -> str:
+    """A pattern in the linear-time JS subset both engines accept (no look-around)."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        if depth > 0 and draw(st.integers(0, 4)) == 0:
+            inner = draw(js_regex(depth - 1))
+            group = draw(st.sampled_from(["(", "(?:", "(?<g>"])) if "(?<g>" not in inner else "("
+            alt = "|" + draw(js_regex(depth - 1)) if draw(st.booleans()) else ""
+            atom = f"{group}{inner}{alt})"
+        else:
+            atom = draw(st.sampled_from(_REGEX_ATOMS))
+        quant = "" if atom in ("^", "$", r"\b") else draw(st.sampled_from(_QUANTIFIERS))
+        parts.append(atom + quant)
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- broken suites
+
+_BREAKERS: list[tuple[str, dict[str, Any]]] = [
+    ("tool_called", {"tool": ""}),
+    ("tool_call_args", {"tool": "a"}),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_EXACT", "args_json": "{"}}),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_SUBSET", "args_json": "[]"}}),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_REGEX", "pattern": "(?=a)"}}),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_REGEX", "pattern": "(a)\\1"}}),
+    (
+        "tool_call_args",
+        {"tool": "a", "match": {"mode": "MATCH_MODE_REGEX", "pattern": "a", "flags": "x"}},
+    ),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_EXACT", "pattern": "a"}}),
+    ("tool_call_args", {"tool": "a", "match": {"mode": "MATCH_MODE_EXACT", "ignore": ["a[]"]}}),
+    ("tool_call_args", {"tool": "a", "quantifier": "QUANTIFIER_ALL", "call_index": 1, "match": {}}),
+    ("tool_sequence", {"steps": []}),
+    ("tool_sequence", {"steps": [{"tool": "a"}, {"tool": "a", "glob": "a*"}]}),
+    ("allowed_tools", {"tools": ["a", "[ab"]}),
+    ("forbidden_tools", {"tools": []}),
+    ("tool_count", {"tool": "a", "min": 3, "max": 1}),
+    ("step_count", {}),
+    ("order", {"before": "a", "after": "a"}),
+    ("efficiency", {"reference_steps": 0}),
+    ("grounding", {}),
+    ("trajectory_match", {"reference": []}),
+    ("trajectory_match", {"reference": [{"name": "a", "arguments_json": "nope"}]}),
+    ("trajectory_match", {"reference": [{"name": "a"}], "args": "MATCH_MODE_REGEX"}),
+    (
+        "trajectory_match",
+        {"reference": [{"name": "a"}], "overrides": [{"tool": "a"}, {"tool": "a"}]},
+    ),
+]
+
+
+@st.composite
+def broken_suites(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A valid generated suite with one invalid assertion inserted somewhere."""
+    suite, trace = draw(cases())
+    kind, body = draw(st.sampled_from(_BREAKERS))
+    at = draw(st.integers(0, len(suite["assertions"])))
+    suite["assertions"].insert(at, {kind: json.loads(json.dumps(body))})
+    return suite, trace
