@@ -78,16 +78,16 @@ impl Glob {
                 return lit == name;
             }
         }
-        let name: Vec<char> = name.chars().collect();
-        self.match_chars(&name)
+        self.match_str(name)
     }
 
-    /// Star-backtracking matcher: O(len(name) * len(tokens)) worst case, no recursion.
-    fn match_chars(&self, name: &[char]) -> bool {
+    /// Star-backtracking matcher over byte offsets: O(len(name) * len(tokens)) worst case,
+    /// no recursion and no allocation.
+    fn match_str(&self, name: &str) -> bool {
         let t = &self.tokens;
         let (mut ti, mut ni) = (0, 0);
         let mut star: Option<(usize, usize)> = None;
-        while ni < name.len() {
+        while let Some(c) = name[ni..].chars().next() {
             if ti < t.len() {
                 match &t[ti] {
                     Token::Star => {
@@ -95,22 +95,20 @@ impl Glob {
                         ti += 1;
                         continue;
                     }
-                    tok if self.token_matches(tok, name[ni]) => {
+                    tok if self.token_matches(tok, c) => {
                         ti += 1;
-                        ni += 1;
+                        ni += c.len_utf8();
                         continue;
                     }
                     _ => {}
                 }
             }
-            match star {
-                Some((st, sn)) => {
-                    ti = st + 1;
-                    ni = sn + 1;
-                    star = Some((st, sn + 1));
-                }
-                None => return false,
-            }
+            let Some((st, sn)) = star else { return false };
+            // Let the last star swallow one more character and retry after it.
+            let skipped = name[sn..].chars().next().map_or(1, char::len_utf8);
+            ti = st + 1;
+            ni = sn + skipped;
+            star = Some((st, ni));
         }
         t[ti..].iter().all(|tok| matches!(tok, Token::Star))
     }
