@@ -185,7 +185,7 @@ mod tests {
             r#"calls.filter(c, c.name == "a").size() == 1"#,
             r#"answer.contains("refund") && answer.startsWith("Your")"#,
             r#"metadata["env"] == "prod" && metadata.region == "eu""#,
-            r#"has(calls[0].args.currency) && !has(calls[0].args.nope)"#,
+            r"has(calls[0].args.currency) && !has(calls[0].args.nope)",
         ] {
             assert_eq!(eval(src, &calls), Ok(true), "{src}");
         }

@@ -24,6 +24,8 @@
 //!   exact for canonical JSON text (which never holds a raw CR or LF); for a text that holds
 //!   both a raw CR/LF and U+2028/U+2029, the raw CR/LF then stop being line ends. `\r\n` and
 //!   U+2029 U+2028 count as one line end, where JS sees an empty line between.
+use std::fmt::Write as _;
+
 use regex_syntax::hir::{self, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
 
 /// Which suite field a regex problem belongs to.
@@ -56,7 +58,7 @@ pub struct JsRegex {
     separators_swapped: Option<regex::Regex>,
 }
 
-/// The `regex` syntax for each JS class escape. JS `\s` is WhiteSpace plus LineTerminator.
+/// The `regex` syntax for each JS class escape. JS `\s` is `WhiteSpace` plus `LineTerminator`.
 const DIGIT: &str = "0-9";
 const WORD: &str = "0-9A-Za-z_";
 const SPACE: &str = r"\t\n\x0B\x0C\r \x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}";
@@ -68,6 +70,7 @@ const ANYTHING: &str = r"[\x00-\x{10FFFF}]";
 const MAX_NESTING: usize = 250;
 
 #[derive(Clone, Copy, Default)]
+#[allow(clippy::struct_excessive_bools)] // one field per JS flag that changes matching
 struct Flags {
     ignore_case: bool,
     multiline: bool,
@@ -154,6 +157,14 @@ fn build(regex: &str, size_limit: usize) -> Result<regex::Regex, RegexError> {
 
 fn pattern_error(message: String) -> RegexError {
     RegexError { field: RegexField::Pattern, message }
+}
+
+/// A construct the linear-time engine cannot run, named for the suite author.
+#[cold]
+fn unsupported(what: &str, at: usize) -> RegexError {
+    pattern_error(format!(
+        "{what} is not supported (matching is linear-time, without backtracking) at position {at}"
+    ))
 }
 
 /// The swap that turns JS line terminators U+2028/U+2029 into ones the `regex` crate knows.
@@ -309,14 +320,6 @@ impl Translator {
         pattern_error(format!("invalid regular expression: {what} at position {}", self.pos))
     }
 
-    #[cold]
-    fn unsupported(&self, what: &str, at: usize) -> RegexError {
-        pattern_error(format!(
-            "{what} is not supported (matching is linear-time, without backtracking) at \
-             position {at}"
-        ))
-    }
-
     fn disjunction(&mut self) -> Result<(), RegexError> {
         self.alternative()?;
         while self.eat('|') {
@@ -464,11 +467,12 @@ impl Translator {
                     return Err(self.error("numbers out of order in {} quantifier"));
                 }
                 self.pos += len;
-                match max {
-                    Some(m) if m == min => self.out.push_str(&format!("{{{min}}}")),
-                    Some(m) => self.out.push_str(&format!("{{{min},{m}}}")),
-                    None => self.out.push_str(&format!("{{{min},}}")),
-                }
+                // Writing to a String cannot fail.
+                let _ = match max {
+                    Some(m) if m == min => write!(self.out, "{{{min}}}"),
+                    Some(m) => write!(self.out, "{{{min},{m}}}"),
+                    None => write!(self.out, "{{{min},}}"),
+                };
             }
             _ => return Ok(()),
         }
@@ -484,9 +488,9 @@ impl Translator {
         if self.eat('?') {
             match (self.peek(), self.peek_at(1)) {
                 (Some(':'), _) => self.pos += 1,
-                (Some('=' | '!'), _) => return Err(self.unsupported("look-ahead", start)),
+                (Some('=' | '!'), _) => return Err(unsupported("look-ahead", start)),
                 (Some('<'), Some('=' | '!')) => {
-                    return Err(self.unsupported("look-behind", start));
+                    return Err(unsupported("look-behind", start));
                 }
                 (Some('<'), _) => {
                     self.pos += 1;
@@ -510,7 +514,7 @@ impl Translator {
         Ok(())
     }
 
-    /// Reads `name>` after `(?<`: a JS RegExpIdentifierName, unique in the pattern.
+    /// Reads `name>` after `(?<`: a JS `RegExpIdentifierName`, unique in the pattern.
     fn group_name(&mut self) -> Result<(), RegexError> {
         let mut name = String::new();
         loop {
@@ -597,7 +601,7 @@ impl Translator {
             return Err(self.error("\\ at end of pattern"));
         };
         match c {
-            'k' => return Err(self.unsupported("a named backreference (\\k)", start)),
+            'k' => return Err(unsupported("a named backreference (\\k)", start)),
             '1'..='9' => {
                 let mut end = self.pos;
                 while self.src.get(end).is_some_and(char::is_ascii_digit) {
@@ -606,7 +610,7 @@ impl Translator {
                 let text: String = self.src[self.pos..end].iter().collect();
                 let n = text.parse::<u64>().unwrap_or(u64::MAX);
                 if n <= u64::from(self.group_count) {
-                    return Err(self.unsupported("a backreference", start));
+                    return Err(unsupported("a backreference", start));
                 }
                 if self.flags.unicode {
                     return Err(self.error("invalid escape (no such group)"));
@@ -616,7 +620,7 @@ impl Translator {
                     self.pos += 1;
                     push_char(&mut self.out, c);
                 } else {
-                    return Err(self.unsupported("a legacy octal escape", start));
+                    return Err(unsupported("a legacy octal escape", start));
                 }
             }
             _ => match self.class_atom_escape(false)? {
@@ -651,7 +655,7 @@ impl Translator {
             'v' => ClassAtom::Char(0x0B),
             'b' => ClassAtom::Char(0x08), // only reached inside a class
             '0' if !self.peek().is_some_and(|d| d.is_ascii_digit()) => ClassAtom::Char(0),
-            '0'..='7' if !u => return Err(self.unsupported("a legacy octal escape", start)),
+            '0'..='7' if !u => return Err(unsupported("a legacy octal escape", start)),
             '8' | '9' if !u => ClassAtom::Char(u32::from(c)),
             '0'..='9' => return Err(self.error("invalid escape")),
             'c' => {
@@ -841,7 +845,7 @@ fn push_char(out: &mut String, c: char) {
     } else if c.is_ascii_graphic() || c == ' ' {
         out.push(c);
     } else {
-        out.push_str(&format!(r"\x{{{:X}}}", u32::from(c)));
+        let _ = write!(out, r"\x{{{:X}}}", u32::from(c));
     }
 }
 

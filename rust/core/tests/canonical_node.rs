@@ -335,7 +335,7 @@ fn value(rng: &mut Rng, depth: usize, out: &mut String) {
         out.push('{');
         let n = rng.below(8);
         // A small pool of keys per object makes duplicate keys frequent.
-        let pool: Vec<String> = (0..1 + rng.below(6)).map(|_| key(rng)).collect();
+        let pool: Vec<String> = (0..=rng.below(6)).map(|_| key(rng)).collect();
         for i in 0..n {
             if i > 0 {
                 out.push(',');
@@ -385,7 +385,7 @@ fn corpus() -> Vec<String> {
         if rng.chance(70) {
             t.push('{');
             let n = rng.below(10);
-            let pool: Vec<String> = (0..1 + rng.below(8)).map(|_| key(&mut rng)).collect();
+            let pool: Vec<String> = (0..=rng.below(8)).map(|_| key(&mut rng)).collect();
             for i in 0..n {
                 if i > 0 {
                     t.push(',');

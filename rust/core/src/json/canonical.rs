@@ -41,7 +41,6 @@ pub fn write_canonical(v: &Value, out: &mut String) {
 fn array_index(key: &Str) -> Option<u32> {
     let b = key.as_bytes();
     match b {
-        [] => None,
         [b'0'] => Some(0),
         [b'1'..=b'9', rest @ ..] if rest.len() < 10 && rest.iter().all(u8::is_ascii_digit) => {
             let v = b.iter().fold(0u64, |acc, &d| acc * 10 + u64::from(d - b'0'));
