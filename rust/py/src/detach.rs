@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use crate::errors::internal_error;
 
 /// Runs `f` detached from the interpreter (the GIL is released; other Python threads run) and
-/// turns a panic into `InternalError`: PyO3's `PanicException` derives from `BaseException` and
+/// turns a panic into `InternalError`: `PyO3`'s `PanicException` derives from `BaseException` and
 /// would slip past `except Exception`. `f` must own its inputs; no `Bound`/`Py` goes inside.
 pub fn run_detached<T, F>(py: Python<'_>, f: F) -> PyResult<T>
 where

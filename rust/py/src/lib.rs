@@ -1,13 +1,13 @@
-//! trajgrade._core: the PyO3 binding of trajgrade-core (glue only; grading lives in the core).
+//! `trajgrade._core`: the `PyO3` binding of trajgrade-core (glue only; grading lives in the core).
 mod detach;
 mod errors;
 mod grader;
 
-use pyo3::prelude::*;
-
-#[pymodule(gil_used = false)]
+#[pyo3::pymodule(gil_used = false)]
 mod _core {
-    use super::*;
+    use pyo3::prelude::*;
+
+    use crate::errors;
 
     #[pymodule_export]
     use crate::grader::{PyCompiledSuite, PyGrader, PyLimits};
