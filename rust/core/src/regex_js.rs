@@ -14,7 +14,8 @@
 //! * `i` uses Unicode simple case folding, which is exactly JS with `u`. Without `u`, JS
 //!   canonicalises with `toUpperCase` and never maps a non-ASCII character to an ASCII one, so
 //!   a few pairs match here but not in JS: `ſ` (U+017F) ~ `s`, Kelvin sign (U+212A) ~ `k`,
-//!   `ẞ` (U+1E9E) ~ `ß`, and a handful of similar Greek/Cherokee folds. With `u` and `i`, JS
+//!   Ohm sign (U+2126) ~ `ω`, `ẞ` (U+1E9E) ~ `ß`, and a handful of similar folds (this also
+//!   moves `ſ` and the Kelvin sign into `\w`/`[a-z]` and out of `\W`/`[^a-z]` under `i`). With `u` and `i`, JS
 //!   counts `ſ` and the Kelvin sign as word characters for `\b`; here `\b` stays ASCII.
 //! * `\p{..}` (with `u`) is handed to the `regex` crate, which also accepts loose spellings of
 //!   property names (case, `_`, spaces) that JS rejects.
