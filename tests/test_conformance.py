@@ -6,27 +6,7 @@ from typing import Any
 
 import pytest
 import trajgrade
-from conftest import CASES, compare_outcome
-from trajgrade.v1 import assertion_pb2, result_pb2
-
-
-def result_dict(result: result_pb2.GradeResult) -> dict[str, Any]:
-    """The compared fields of a GradeResult, in the conformance (proto JSON) spelling."""
-    return {
-        "verdict": result_pb2.Verdict.Name(result.verdict),
-        "score": result.score,
-        "soft_failures": result.soft_failures,
-        "results": [
-            {
-                "name": r.name,
-                "status": result_pb2.AssertionStatus.Name(r.status),
-                "severity": assertion_pb2.Severity.Name(r.severity),
-                "reason_code": r.reason_code,
-                "positions": list(r.positions),
-            }
-            for r in result.results
-        ],
-    }
+from reference.conformance import CASES, compare_outcome, result_dict
 
 
 def test_corpus_is_complete() -> None:

@@ -9,8 +9,8 @@ import trajgrade
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import InvalidSuiteError, compile_suite
+from reference.conformance import result_dict
 from reference.strategies import broken_suites, cases, js_regex, traces
-from test_conformance import result_dict
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import CASES, compare_outcome
 
 from reference import InvalidSuiteError, NotModelledError, compile_suite
+from reference.conformance import CASES, compare_outcome
 
 
 def uses_expression(case: dict[str, Any]) -> bool:
