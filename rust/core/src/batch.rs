@@ -190,3 +190,105 @@ fn outcome(
     };
     TraceOutcome { outcome: Some(outcome) }
 }
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::Grader;
+    use crate::limits::Limits;
+    use crate::proto::v1::{
+        batch_grade_traces_request, grade_trace_request, trace_outcome, BatchGradeTracesRequest,
+        BatchGradeTracesResponse, GradeTraceRequest, GradeTraceResponse, Suite, ToolCall, Trace,
+        TraceOutcome,
+    };
+
+    fn suite() -> Suite {
+        serde_json::from_str(r#"{"assertions":[{"tool_called":{"tool":"a"}}]}"#).expect("decodes")
+    }
+
+    fn trace(id: &str, names: &[&str]) -> Trace {
+        Trace {
+            id: id.to_owned(),
+            calls: names
+                .iter()
+                .map(|n| ToolCall { name: (*n).to_owned(), ..ToolCall::default() })
+                .collect(),
+            ..Trace::default()
+        }
+    }
+
+    #[test]
+    fn suites_are_cached_by_content() {
+        let g = Grader::new(Limits::default(), 1);
+        let bytes = suite().encode_to_vec();
+        let a = g.compile_suite(&bytes).expect("compiles");
+        let id = g.register_suite(&bytes).expect("registers");
+        assert_eq!(a.id(), id);
+        assert!(id.starts_with("s1-") && id.len() == 35, "{id}");
+        assert!(std::sync::Arc::ptr_eq(&a, &g.get_suite(&id).expect("cached")));
+        assert!(g.get_suite("s1-unknown").is_none());
+    }
+
+    #[test]
+    fn per_item_errors_stay_in_their_item() {
+        let g = Grader::new(Limits { max_calls_per_trace: 2, ..Limits::default() }, 2);
+        let ok = GradeTraceRequest {
+            trace: Some(trace("ok", &["a"])),
+            suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+        }
+        .encode_to_vec();
+        let unknown = GradeTraceRequest {
+            trace: Some(trace("u", &["a"])),
+            suite_ref: Some(grade_trace_request::SuiteRef::SuiteId("s1-nope".to_owned())),
+        }
+        .encode_to_vec();
+        let too_many = GradeTraceRequest {
+            trace: Some(trace("big", &["a", "a", "a"])),
+            suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+        }
+        .encode_to_vec();
+        let out = g.grade_requests(&[&ok, &unknown, &too_many, b"\xff\xff"]);
+        let first =
+            GradeTraceResponse::decode(out[0].as_deref().expect("graded")).expect("decodes");
+        assert_eq!(first.result.expect("result").trace_id, "ok");
+        assert_eq!(
+            out[1].as_ref().map_err(crate::CoreError::reason_code).err(),
+            Some("SUITE_NOT_FOUND")
+        );
+        let e = out[2].as_ref().expect_err("too many calls");
+        assert_eq!((e.reason_code(), e.field()), ("TOO_MANY_CALLS", "trace.calls"));
+        assert_eq!(
+            out[3].as_ref().map_err(crate::CoreError::reason_code).err(),
+            Some("INVALID_REQUEST")
+        );
+    }
+
+    #[test]
+    fn batch_request_and_trace_bytes() {
+        let g = Grader::new(Limits { max_calls_per_trace: 2, ..Limits::default() }, 2);
+        let req = BatchGradeTracesRequest {
+            suite_ref: Some(batch_grade_traces_request::SuiteRef::Suite(suite())),
+            traces: vec![trace("t0", &["a"]), trace("t1", &["a", "b", "c"]), trace("t2", &["b"])],
+        };
+        let resp = BatchGradeTracesResponse::decode(
+            g.grade_batch_request(&req.encode_to_vec()).expect("graded").as_slice(),
+        )
+        .expect("decodes");
+        assert_eq!(resp.outcomes.len(), 3);
+        match &resp.outcomes[1].outcome {
+            Some(trace_outcome::Outcome::Error(e)) => {
+                assert_eq!((e.trace_id.as_str(), e.field.as_str()), ("t1", "traces[1].calls"));
+            }
+            other => panic!("expected an item error, got {other:?}"),
+        }
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let t0 = trace("t0", &["a"]).encode_to_vec();
+        let out = g.grade_traces(&compiled, &[&t0, b"\x0a"]);
+        let bad = TraceOutcome::decode(out[1].as_slice()).expect("decodes");
+        match bad.outcome {
+            Some(trace_outcome::Outcome::Error(e)) => assert_eq!(e.reason_code, "INVALID_TRACE"),
+            other => panic!("expected an item error, got {other:?}"),
+        }
+    }
+}

@@ -44,3 +44,19 @@ impl Check for Efficiency {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn float_bound() {
+        let e = r#"{"efficiency":{"reference_steps":10,"max_ratio":0.7}}"#;
+        assert_eq!(run(e, &[("a", None); 7]).reason_code, "");
+        assert_eq!(run(e, &[("a", None); 8]).reason_code, "TOO_MANY_STEPS");
+        assert_eq!(
+            rejected_field(r#"{"efficiency":{}}"#),
+            "assertions[0].efficiency.reference_steps"
+        );
+    }
+}

@@ -66,3 +66,23 @@ impl Check for ExpressionCheck {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn outcomes() {
+        let calls = [("f", Some(r#"{"n":2}"#)), ("g", None)];
+        let e = |x: &str| format!(r#"{{"expression":{{"expr":{x:?}}}}}"#);
+        assert_eq!(
+            run(&e("calls[0].args.n == 2 && calls[1].args == null"), &calls).reason_code,
+            ""
+        );
+        assert_eq!(run(&e("size(calls) == 3"), &calls).reason_code, "EXPRESSION_FALSE");
+        assert_eq!(run(&e("calls[5].name"), &calls).reason_code, "EXPRESSION_ERROR");
+        let negated = r#"{"negate":true,"expression":{"expr":"calls[5].name == 'x'"}}"#;
+        assert_eq!(run(negated, &calls).reason_code, "EXPRESSION_ERROR");
+        assert_eq!(rejected_field(&e("calls.size() ==")), "assertions[0].expression.expr");
+    }
+}

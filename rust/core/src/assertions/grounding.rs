@@ -147,6 +147,9 @@ impl Check for Grounding {
 #[cfg(test)]
 mod tests {
     use super::number_tokens;
+    use crate::assertions::testing::suite;
+    use crate::limits::Limits;
+    use crate::proto::v1::{ToolCall, Trace};
 
     fn raws(t: &str) -> Vec<String> {
         number_tokens(t).iter().map(|n| n.raw().to_owned()).collect()
@@ -157,5 +160,29 @@ mod tests {
         assert_eq!(raws("Refunded $5,000.00 in 3 days."), ["5000.00", "3"]);
         assert_eq!(raws("1,2345 and 2.50."), ["1", "2345", "2.50"]);
         assert_eq!(raws("ORD-1042"), ["1042"]);
+    }
+
+    fn grade(assertion: &str, result: &str, answer: &str) -> String {
+        let trace = Trace {
+            calls: vec![ToolCall {
+                name: "r".to_owned(),
+                result: Some(result.to_owned()),
+                ..ToolCall::default()
+            }],
+            final_answer: answer.to_owned(),
+            ..Trace::default()
+        };
+        let s = suite(assertion).expect("compiles");
+        s.grade(&trace, &Limits::default()).results.remove(0).reason_code
+    }
+
+    #[test]
+    fn values_and_numbers() {
+        let v = r#"{"grounding":{"values":["Zürich"]}}"#;
+        assert_eq!(grade(v, r#"{"city":"Z\u00fcrich"}"#, "Sunny in Zürich"), "");
+        assert_eq!(grade(v, "Zurich", "Sunny in Zürich"), "UNGROUNDED_VALUE");
+        let n = r#"{"grounding":{"numbers":true}}"#;
+        assert_eq!(grade(n, r#"{"amount":5e3}"#, "Refunded $5,000.00"), "");
+        assert_eq!(grade(n, "price=2.5", "It costs 2.50, in 3 days"), "UNGROUNDED_VALUE");
     }
 }

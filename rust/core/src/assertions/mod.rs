@@ -177,3 +177,45 @@ pub(crate) fn list_positions(p: &[u32]) -> String {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Builds one-assertion suites and small traces for the per-kind tests.
+    use crate::limits::Limits;
+    use crate::proto::v1::{AssertionResult, Suite, ToolCall, Trace};
+    use crate::suite::CompiledSuite;
+
+    /// Compiles a suite whose only assertion is `assertion` (protobuf JSON).
+    pub fn suite(assertion: &str) -> Result<CompiledSuite, crate::CoreError> {
+        let json = format!(r#"{{"assertions":[{assertion}]}}"#);
+        let suite: Suite = serde_json::from_str(&json).expect("test suite JSON decodes");
+        CompiledSuite::compile(&suite, &Limits::default())
+    }
+
+    /// Grades `calls` (name, arguments text) with the one-assertion suite.
+    pub fn run(assertion: &str, calls: &[(&str, Option<&str>)]) -> AssertionResult {
+        let trace = Trace {
+            id: "t".to_owned(),
+            calls: calls
+                .iter()
+                .map(|(n, a)| ToolCall {
+                    name: (*n).to_owned(),
+                    arguments_json: a.map(str::to_owned),
+                    ..ToolCall::default()
+                })
+                .collect(),
+            ..Trace::default()
+        };
+        let s = suite(assertion).expect("test suite compiles");
+        let mut r = s.grade(&trace, &Limits::default());
+        r.results.remove(0)
+    }
+
+    /// The first problem's field of a suite that must be rejected.
+    pub fn rejected_field(assertion: &str) -> String {
+        match suite(assertion) {
+            Ok(_) => panic!("{assertion} should be rejected"),
+            Err(e) => e.field().to_owned(),
+        }
+    }
+}

@@ -116,3 +116,25 @@ fn feed(v: &Value, h: &mut DefaultHasher) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::run;
+
+    #[test]
+    fn groups_by_deep_equality() {
+        let r = run(
+            r#"{"no_repeated_calls":{}}"#,
+            &[
+                ("f", Some(r#"{"a":1,"b":[1.0]}"#)),
+                ("f", Some(r#"{"b":[1],"a":1e0}"#)),
+                ("g", Some(r#"{"a":1,"b":[1]}"#)),
+                ("f", None),
+                ("f", None),
+                ("f", Some(r#"{"a":true,"b":[1]}"#)),
+            ],
+        );
+        assert_eq!(r.severity, 2, "SOFT by default");
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("REPEATED_CALL", &[2][..]));
+    }
+}

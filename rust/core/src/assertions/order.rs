@@ -49,3 +49,20 @@ impl Check for Order {
         Outcome::pass(vec![])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn first_violation() {
+        let o = r#"{"order":{"before":"auth","after":"pay"}}"#;
+        let r = run(o, &[("pay", None), ("auth", None), ("pay", None)]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("ORDER_VIOLATED", &[1][..]));
+        assert_eq!(run(o, &[("x", None)]).reason_code, "");
+        assert_eq!(
+            rejected_field(r#"{"order":{"before":"a","after":"a"}}"#),
+            "assertions[0].order.after"
+        );
+    }
+}

@@ -181,3 +181,41 @@ impl Check for Sequence {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::run;
+
+    #[test]
+    fn in_order_reason_says_how_far() {
+        let seq =
+            r#"{"tool_sequence":{"steps":[{"tool":"lookup"},{"tool":"check"},{"tool":"refund"}]}}"#;
+        let r = run(seq, &[("x", None), ("lookup", None), ("refund", None)]);
+        assert_eq!(r.reason_code, "SEQUENCE_INCOMPLETE");
+        assert_eq!(r.positions, [2]);
+        assert_eq!(r.reason, "matched 1 of 3 steps; step 2 check not found after call 2");
+    }
+
+    #[test]
+    fn any_order_uses_maximum_matching() {
+        let seq = r#"{"tool_sequence":{"mode":"SEQUENCE_MODE_ANY_ORDER","steps":[{"glob":"f_*"},{"tool":"f_a"}]}}"#;
+        let r = run(seq, &[("f_a", None), ("f_b", None)]);
+        assert_eq!(r.reason_code, "");
+        assert_eq!(r.positions, [2, 1]);
+    }
+
+    #[test]
+    fn exact_prefix_is_incomplete() {
+        let seq = r#"{"tool_sequence":{"mode":"SEQUENCE_MODE_EXACT","steps":[{"tool":"a"},{"tool":"b"}]}}"#;
+        let r = run(seq, &[("a", None)]);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("SEQUENCE_INCOMPLETE", &[1][..])
+        );
+        let r = run(seq, &[("a", None), ("b", None), ("c", None)]);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("SEQUENCE_MISMATCH", &[1, 2][..])
+        );
+    }
+}

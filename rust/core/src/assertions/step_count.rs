@@ -51,3 +51,17 @@ impl Check for StepCount {
         Outcome::pass(vec![])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn codes() {
+        let r = run(r#"{"step_count":{"max":1}}"#, &[("a", None), ("b", None)]);
+        assert_eq!(r.reason_code, "TOO_MANY_STEPS");
+        let r = run(r#"{"step_count":{"min":3}}"#, &[("a", None)]);
+        assert_eq!(r.reason_code, "COUNT_OUT_OF_RANGE");
+        assert_eq!(rejected_field(r#"{"step_count":{}}"#), "assertions[0].step_count");
+    }
+}

@@ -138,3 +138,53 @@ impl Check for ToolArgs {
         self.closest(t, &calls, &what)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    const REFUND: &str = r#"{"tool_call_args":{"tool":"issue_refund","match":{"mode":"MATCH_MODE_SUBSET","args_json":"{\"amount_cents\":5000}"}}}"#;
+
+    #[test]
+    fn closest_call_reason_names_path_and_values() {
+        let r = run(
+            REFUND,
+            &[
+                ("issue_refund", Some(r#"{"amount_cents":1,"x":1}"#)),
+                ("issue_refund", None),
+                ("issue_refund", Some(r#"{"amount_cents":500}"#)),
+            ],
+        );
+        assert_eq!(r.reason_code, "NO_MATCHING_CALL");
+        assert_eq!(r.positions, [1]);
+        assert_eq!(
+            r.reason,
+            "no call to issue_refund matched the expected arguments; closest is call 1: \
+             $.amount_cents expected 5000, got 1"
+        );
+    }
+
+    #[test]
+    fn categories_rank_comparable_first() {
+        let r = run(REFUND, &[("issue_refund", None), ("issue_refund", Some("{bad"))]);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("ARGS_INVALID_JSON", &[2][..])
+        );
+        assert!(r.reason.contains("line 1 column 2"), "{}", r.reason);
+    }
+
+    #[test]
+    fn validation() {
+        assert_eq!(
+            rejected_field(r#"{"tool_call_args":{"tool":"f"}}"#),
+            "assertions[0].tool_call_args.match"
+        );
+        assert_eq!(
+            rejected_field(
+                r#"{"tool_call_args":{"tool":"f","match":{"mode":"MATCH_MODE_EXACT","args_json":"{}","ignore":["a[0]"]}}}"#
+            ),
+            "assertions[0].tool_call_args.match.ignore[0]"
+        );
+    }
+}

@@ -32,3 +32,19 @@ impl Check for ToolCalled {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::run;
+
+    #[test]
+    fn presence() {
+        let r = run(r#"{"tool_called":{"tool":"b"}}"#, &[("a", None), ("b", None), ("b", None)]);
+        assert_eq!((r.status, r.positions.as_slice()), (1, &[2][..]));
+        let r = run(r#"{"negate":true,"tool_called":{"tool":"b"}}"#, &[("b", None)]);
+        assert_eq!(
+            (r.name.as_str(), r.reason_code.as_str()),
+            ("not:tool_called:b", "NEGATED_HELD")
+        );
+    }
+}

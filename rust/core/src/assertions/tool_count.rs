@@ -76,3 +76,24 @@ impl Check for ToolCount {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn bounds() {
+        let r =
+            run(r#"{"tool_count":{"tool":"a","max":1}}"#, &[("a", None), ("b", None), ("a", None)]);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("COUNT_OUT_OF_RANGE", &[1, 3][..])
+        );
+        let r = run(r#"{"tool_count":{"tool":"a","max":1}}"#, &[]);
+        assert_eq!(r.reason_code, "");
+        assert_eq!(
+            rejected_field(r#"{"tool_count":{"tool":"a","min":2,"max":1}}"#),
+            "assertions[0].tool_count.max"
+        );
+    }
+}

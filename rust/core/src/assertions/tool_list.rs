@@ -58,3 +58,32 @@ impl Check for ToolList {
         Outcome::fail(reason, format!("{what}: {}", detail.join(", ")), offenders)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn allowlist_names_each_offender() {
+        let r = run(
+            r#"{"allowed_tools":{"tools":["search_*","reply"]}}"#,
+            &[("search_a", None), ("delete", None), ("reply", None), ("drop", None)],
+        );
+        assert_eq!(r.reason_code, "UNEXPECTED_TOOL");
+        assert_eq!(r.positions, [2, 4]);
+        assert!(r.reason.ends_with("delete (call 2), drop (call 4)"), "{}", r.reason);
+    }
+
+    #[test]
+    fn forbidden_needs_tools() {
+        assert_eq!(
+            rejected_field(r#"{"forbidden_tools":{"tools":[]}}"#),
+            "assertions[0].forbidden_tools.tools"
+        );
+        let r = run(
+            r#"{"forbidden_tools":{"tools":["DEL*"],"ignore_case":true}}"#,
+            &[("delete", None)],
+        );
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("FORBIDDEN_TOOL", &[1][..]));
+    }
+}

@@ -220,3 +220,31 @@ impl Check for Trajectory {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::assertions::testing::{rejected_field, run};
+
+    #[test]
+    fn spec_example_needs_maximum_matching() {
+        let t = r#"{"trajectory_match":{"mode":"TRAJECTORY_MODE_SUPERSET","args":"MATCH_MODE_SUBSET","reference":[{"name":"f","arguments_json":"{\"x\":1}"},{"name":"f","arguments_json":"{}"}]}}"#;
+        let r = run(t, &[("f", Some(r#"{"x":1,"y":2}"#)), ("f", Some(r#"{"x":1}"#))]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[1, 2][..]));
+    }
+
+    #[test]
+    fn strict_positions_are_unmatched_calls() {
+        let t = r#"{"trajectory_match":{"reference":[{"name":"a"},{"name":"b"}]}}"#;
+        let r = run(t, &[("a", None), ("c", None), ("d", None)]);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("TRAJECTORY_MISMATCH", &[2, 3][..])
+        );
+    }
+
+    #[test]
+    fn overrides_are_validated_after_references() {
+        let t = r#"{"trajectory_match":{"reference":[{"name":"","arguments_json":"{}"}],"overrides":[{"tool":"a"},{"tool":"a"}]}}"#;
+        assert_eq!(rejected_field(t), "assertions[0].trajectory_match.reference[0].name");
+    }
+}
