@@ -105,7 +105,11 @@ impl Client {
     }
 
     /// Grades one trace against a registered suite.
-    pub async fn grade_trace(&mut self, suite_id: &str, trace: Trace) -> Result<GradeResult, Error> {
+    pub async fn grade_trace(
+        &mut self,
+        suite_id: &str,
+        trace: Trace,
+    ) -> Result<GradeResult, Error> {
         let request = self.request(GradeTraceRequest {
             trace: Some(trace),
             suite_ref: Some(grade_trace_request::SuiteRef::SuiteId(suite_id.to_owned())),
@@ -143,11 +147,12 @@ impl Client {
     ) -> Result<Vec<TraceOutcome>, Error> {
         let count = traces.len();
         let suite_id = suite_id.to_owned();
-        let messages = traces.into_iter().enumerate().map(move |(i, trace)| StreamGradeTracesRequest {
-            trace: Some(trace),
-            suite_ref: (i == 0)
-                .then(|| stream_grade_traces_request::SuiteRef::SuiteId(suite_id.clone())),
-        });
+        let messages =
+            traces.into_iter().enumerate().map(move |(i, trace)| StreamGradeTracesRequest {
+                trace: Some(trace),
+                suite_ref: (i == 0)
+                    .then(|| stream_grade_traces_request::SuiteRef::SuiteId(suite_id.clone())),
+            });
         let request = self.request(tokio_stream::iter(messages));
         let mut responses = self.stub.stream_grade_traces(request).await?.into_inner();
         let mut outcomes = Vec::with_capacity(count);

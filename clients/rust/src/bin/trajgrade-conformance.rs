@@ -26,7 +26,10 @@ struct Vectors {
 
 fn emit(rpc: &str, outcomes: &[TraceOutcome]) -> Result<(), serde_json::Error> {
     for (index, outcome) in outcomes.iter().enumerate() {
-        println!("{}", json!({"rpc": rpc, "index": index, "outcome": serde_json::to_value(outcome)?}));
+        println!(
+            "{}",
+            json!({"rpc": rpc, "index": index, "outcome": serde_json::to_value(outcome)?})
+        );
     }
     Ok(())
 }
