@@ -113,3 +113,10 @@ pub fn suite_id(suite: &Suite) -> String {
     }
     id
 }
+
+// A compiled suite is shared by every grading thread and cached behind an `Arc`.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<CompiledSuite>();
+    shared::<crate::batch::Grader>();
+};

@@ -1,10 +1,9 @@
 //! `no_repeated_calls`: no (name, deep-equal arguments) pair occurs more than `max_identical` times.
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::{pos, Check, Outcome};
 use crate::error::Reason;
-use crate::json::Value;
+use crate::json::fingerprint::{fingerprint, fingerprint_value};
 use crate::proto::v1::NoRepeatedCalls;
 use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
@@ -31,30 +30,32 @@ impl NoRepeat {
 
 impl Check for NoRepeat {
     fn check(&self, t: &TraceView<'_>) -> Outcome {
-        // Buckets by (name, order-insensitive structural hash); equality is then checked exactly.
-        let mut buckets: HashMap<(&str, u64), Vec<Vec<usize>>> = HashMap::new();
+        // Bucket by (name, structural fingerprint) straight from the text; only calls that share
+        // a bucket are parsed and compared exactly.
+        let mut buckets: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
         for (i, call) in t.calls().iter().enumerate() {
             if !self.tools.is_empty() && !self.tools.contains(&call.name) {
                 continue;
             }
             // Unrecorded or invalid arguments are never identical to anything (§9.20).
-            let Args::Parsed(v) = t.args(i) else { continue };
-            let groups = buckets.entry((call.name.as_str(), hash_value(v))).or_default();
-            let found = groups.iter_mut().find(|g| match t.args(g[0]) {
-                Args::Parsed(first) => first == v,
-                _ => false,
-            });
-            match found {
-                Some(g) => g.push(i),
-                None => groups.push(vec![i]),
-            }
+            let Some(text) = call.arguments_json.as_deref() else { continue };
+            let fp = match fingerprint(text) {
+                Some(fp) => fp,
+                None => match t.args(i) {
+                    Args::Parsed(v) => fingerprint_value(v),
+                    _ => continue,
+                },
+            };
+            buckets.entry((call.name.as_str(), fp)).or_default().push(i);
         }
         let mut positions = Vec::new();
         let mut described = Vec::new();
-        for groups in buckets.values() {
-            for g in groups.iter().filter(|g| g.len() > self.max_identical) {
-                positions.extend(g[1..].iter().map(|&i| pos(i)));
-                described.push((g[0], g.len()));
+        for candidates in buckets.values().filter(|c| c.len() > self.max_identical) {
+            for g in identical_groups(t, candidates) {
+                if g.len() > self.max_identical {
+                    positions.extend(g[1..].iter().map(|&i| pos(i)));
+                    described.push((g[0], g.len()));
+                }
             }
         }
         if positions.is_empty() {
@@ -84,37 +85,19 @@ impl Check for NoRepeat {
     }
 }
 
-/// A hash consistent with SPEC §2 equality: object key order is irrelevant, numbers by value.
-fn hash_value(v: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    feed(v, &mut h);
-    h.finish()
-}
-
-fn feed(v: &Value, h: &mut DefaultHasher) {
-    match v {
-        Value::Null => 0u8.hash(h),
-        Value::Bool(b) => (1u8, b).hash(h),
-        Value::Number(n) => (2u8, n).hash(h),
-        Value::String(s) => (3u8, s).hash(h),
-        Value::Array(items) => {
-            (4u8, items.len()).hash(h);
-            for item in items {
-                feed(item, h);
-            }
-        }
-        Value::Object(o) => {
-            // Sum of per-entry hashes: independent of key order.
-            let mut sum = 0u64;
-            for (k, val) in o.iter() {
-                let mut eh = DefaultHasher::new();
-                k.hash(&mut eh);
-                feed(val, &mut eh);
-                sum = sum.wrapping_add(eh.finish());
-            }
-            (5u8, o.len(), sum).hash(h);
+/// Splits same-fingerprint calls into groups of deep-equal, valid arguments (in call order).
+fn identical_groups(t: &TraceView<'_>, candidates: &[usize]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &i in candidates {
+        let Args::Parsed(v) = t.args(i) else { continue };
+        let same =
+            groups.iter_mut().find(|g| matches!(t.args(g[0]), Args::Parsed(first) if first == v));
+        match same {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
         }
     }
+    groups
 }
 
 #[cfg(test)]

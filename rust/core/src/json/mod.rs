@@ -3,6 +3,7 @@
 
 pub mod canonical;
 pub mod compare;
+pub mod fingerprint;
 pub mod parse;
 pub mod path;
 pub mod value;
