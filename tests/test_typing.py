@@ -92,6 +92,11 @@ def test_errors_carry_structure() -> None:
     with pytest.raises(trajgrade.InvalidSuiteError) as unknown:
         trajgrade.compile_suite({"assertions": [{"tool_called": {"tool": "a", "typo": 1}}]})
     assert unknown.value.field == "assertions[0].tool_called.typo"
+    with pytest.raises(trajgrade.InvalidSuiteError) as enum:
+        trajgrade.compile_suite(
+            {"assertions": [{"tool_sequence": {"steps": [{"tool": "a"}], "mode": "IN_ORDER"}}]}
+        )
+    assert enum.value.field == "assertions[0].tool_sequence.mode"
     with pytest.raises(trajgrade.InvalidRequestError) as bad:
         trajgrade.compile_suite(SUITE).grade(b"\xff")
     assert bad.value.reason_code == "INVALID_TRACE"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
@@ -10,6 +11,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 M = TypeVar("M", bound=Message)
+# json_format names the field of some errors: "... at Suite.assertions[0].tool_sequence.mode."
+_PARSE_ERROR_AT = re.compile(r" at [A-Za-z_]\w*\.(\S+?)\.*$")
 
 
 class MessageParseError(ValueError):
@@ -81,5 +84,7 @@ def parse_dict(value: Any, message: M) -> M:
     try:
         json_format.ParseDict(dict(value), message, ignore_unknown_fields=False)
     except json_format.ParseError as exc:
-        raise MessageParseError("", str(exc).splitlines()[0]) from exc
+        text = str(exc).splitlines()[0]
+        at = _PARSE_ERROR_AT.search(text)
+        raise MessageParseError(at.group(1) if at else "", text) from exc
     return message
