@@ -37,8 +37,8 @@ def suite_bytes(suite: str | Path | suite_pb2.Suite | bytes) -> bytes:
     if isinstance(suite, bytes):
         return suite
     if isinstance(suite, suite_pb2.Suite):
-        return suite.SerializeToString()
-    return load_suite(str(suite)).SerializeToString()
+        return suite.SerializeToString(deterministic=True)
+    return load_suite(str(suite)).SerializeToString(deterministic=True)
 
 
 def regrade(
