@@ -108,18 +108,20 @@ def wait_serving(target: str, proc: subprocess.Popen[bytes], timeout: float = 30
 
 @dataclass(frozen=True)
 class Server:
-    """A running `trajgrade serve` subprocess."""
+    """A running `trajgrade serve` subprocess, on loopback TCP and on a unix socket."""
 
     address: str
+    unix_address: str
     log: Path
 
 
 def start_server(
-    listen: str, log: Path, env: dict[str, str] | None = None
+    listen: list[str], log: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
+    flags = [arg for address in listen for arg in ("--listen", address)]
     with log.open("wb") as out:
         return subprocess.Popen(
-            [str(trajgrade_bin()), "serve", "--listen", listen],
+            [str(trajgrade_bin()), "serve", *flags],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

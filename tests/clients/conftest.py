@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,19 +36,23 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`trajgrade serve --listen 127.0.0.1:<free port>`, as a user would start it."""
+    """`trajgrade serve --listen 127.0.0.1:<free port> --listen unix:<socket>`, as a user would."""
     address = f"127.0.0.1:{free_port()}"
+    # Short: a unix socket path must fit in 108 bytes.
+    socket_dir = Path(tempfile.mkdtemp(prefix="tg-clients-"))
+    unix_address = f"unix:{socket_dir / 'trajgrade.sock'}"
     log = tmp_path_factory.mktemp("server") / "serve.log"
-    proc = start_server(address, log)
+    proc = start_server([address, unix_address], log)
     try:
         try:
             wait_serving(address, proc)
         except AssertionError as exc:
             stop_server(proc)
             pytest.fail(f"{exc}\n--- server log ---\n{log.read_text(errors='replace')[-4000:]}")
-        yield Server(address=address, log=log)
+        yield Server(address=address, unix_address=unix_address, log=log)
     finally:
         stop_server(proc)
+        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
