@@ -1,6 +1,4 @@
 //! `no_repeated_calls`: no (name, deep-equal arguments) pair occurs more than `max_identical` times.
-use std::collections::HashMap;
-
 use super::{pos, Check, Outcome};
 use crate::error::Reason;
 use crate::json::fingerprint::{fingerprint, fingerprint_value};
@@ -30,9 +28,9 @@ impl NoRepeat {
 
 impl Check for NoRepeat {
     fn check(&self, t: &TraceView<'_>) -> Outcome {
-        // Bucket by (name, structural fingerprint) straight from the text; only calls that share
-        // a bucket are parsed and compared exactly.
-        let mut buckets: HashMap<(&str, u64), Vec<usize>> = HashMap::new();
+        // Bucket by (fingerprint, name) straight from the text; only calls that share a bucket
+        // are parsed and compared exactly.
+        let mut keyed: Vec<(u64, &str, usize)> = Vec::with_capacity(t.len());
         for (i, call) in t.calls().iter().enumerate() {
             if !self.tools.is_empty() && !self.tools.contains(&call.name) {
                 continue;
@@ -46,12 +44,16 @@ impl Check for NoRepeat {
                     _ => continue,
                 },
             };
-            buckets.entry((call.name.as_str(), fp)).or_default().push(i);
+            keyed.push((fp, call.name.as_str(), i));
         }
+        // Sorting brings equal (fingerprint, name) keys together, calls in order within each.
+        keyed.sort_unstable();
+        let buckets = keyed.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1);
         let mut positions = Vec::new();
         let mut described = Vec::new();
-        for candidates in buckets.values().filter(|c| c.len() > self.max_identical) {
-            for g in identical_groups(t, candidates) {
+        for bucket in buckets.filter(|c| c.len() > self.max_identical) {
+            let candidates: Vec<usize> = bucket.iter().map(|k| k.2).collect();
+            for g in identical_groups(t, &candidates) {
                 if g.len() > self.max_identical {
                     positions.extend(g[1..].iter().map(|&i| pos(i)));
                     described.push((g[0], g.len()));

@@ -202,13 +202,15 @@ impl Scanner<'_> {
         let mut h = Stream::new(6);
         loop {
             let start = self.i;
-            while let Some(&c) = self.b.get(self.i) {
-                if c == b'"' || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.i += 1;
+            // Vectorised search for the end of the plain run; control characters are invalid.
+            let end =
+                memchr::memchr2(b'"', b'\\', &self.b[start..]).map_or(self.b.len(), |n| start + n);
+            let run = &self.b[start..end];
+            if run.iter().any(|&c| c < 0x20) {
+                return None;
             }
-            h.bytes(&self.b[start..self.i]);
+            self.i = end;
+            h.bytes(run);
             match *self.b.get(self.i)? {
                 b'"' => {
                     self.i += 1;
@@ -333,8 +335,15 @@ impl Scanner<'_> {
         let mut h = Stream::new(9);
         h.word(u64::from(negative));
         h.word(exponent as u64);
-        for &d in mantissa.skip(lead).take(total - lead - trail) {
-            h.bytes(&[d]);
+        // The significant digits, hashed as the (up to two) contiguous slices they span.
+        let (int, frac) = (&self.b[int_start..int_end], &self.b[frac_start..frac_end]);
+        let (from, to) = (lead, total - trail);
+        let int_len = int.len();
+        if from < int_len {
+            h.bytes(&int[from..to.min(int_len)]);
+        }
+        if to > int_len {
+            h.bytes(&frac[from.saturating_sub(int_len)..to - int_len]);
         }
         Some(h.finish())
     }
@@ -434,6 +443,7 @@ mod tests {
         same(r#""\ud800x""#, r#""\uD800x""#);
         same("", "{}");
         same("12345678901234567890.5e-3", "12345678901234567.8905");
+        same("[100.500, 0.0012, 1000]", "[1.005e2, 1.2e-3, 1e3]");
     }
 
     #[test]
