@@ -52,6 +52,12 @@ impl Stream {
                 self.mix(u64::from_le_bytes(*chunk));
                 bytes = rest;
             }
+            // The tail goes into the buffer in one load (what the byte loop below would do).
+            let mut tail = [0u8; 8];
+            tail[..bytes.len()].copy_from_slice(bytes);
+            self.buf = u64::from_le_bytes(tail);
+            self.n = bytes.len() as u32;
+            return;
         }
         for &b in bytes {
             self.buf |= u64::from(b) << (8 * self.n);
@@ -79,11 +85,9 @@ impl Stream {
 
     fn finish(mut self) -> u64 {
         self.flush();
-        let mut x = self.h;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x
+        // One more multiply spreads the last word's bits; enough for bucketing.
+        let x = self.h;
+        (x ^ (x >> 32)).wrapping_mul(0xff51_afd7_ed55_8ccd)
     }
 }
 
