@@ -290,24 +290,18 @@ pub fn compile_paths(paths: &[String], field: &str, c: &mut Compiler<'_>) -> Vec
     out
 }
 
-/// Describes why call `position` (1-based) did not match, for a reason sentence.
+/// Names call `position` (1-based) and says why it did not match, for a reason sentence:
+/// `call 4: $.amount_cents expected 5000, got 500`.
 pub fn describe(m: &CallMatch<'_>, position: usize) -> String {
-    let mut s = String::new();
-    match m {
-        CallMatch::Match => {
-            let _ = write!(s, "call {position} matches");
-        }
+    let mut s = format!("call {position}");
+    let _ = match m {
+        CallMatch::Match => write!(s, ", which matches"),
         CallMatch::Mismatch(d) => {
-            let _ =
-                write!(s, "call {position}: {}", d.first.as_deref().unwrap_or("arguments differ"));
+            write!(s, ": {}", d.first.as_deref().unwrap_or("the arguments differ"))
         }
-        CallMatch::NotRecorded => {
-            let _ = write!(s, "call {position} has no recorded arguments");
-        }
-        CallMatch::Invalid(e) => {
-            let _ = write!(s, "call {position} has invalid JSON arguments ({e})");
-        }
-    }
+        CallMatch::NotRecorded => write!(s, ", whose arguments were not recorded"),
+        CallMatch::Invalid(e) => write!(s, ", whose arguments are not valid JSON ({e})"),
+    };
     s
 }
 

@@ -102,15 +102,15 @@ impl Sequence {
         let n = self.steps.len();
         let common = n.min(t.len());
         if let Some(k) = (0..common).find(|&k| !self.steps[k].matches(t, k)) {
+            let name = &t.calls()[k].name;
+            let what = if self.steps[k].name.is_match(name) {
+                format!("call {} ({name}) does not match the arguments of step {}", k + 1, k + 1)
+            } else {
+                format!("call {} is {name}, expected step {} {}", k + 1, k + 1, self.steps[k].shown)
+            };
             return Outcome::fail(
                 Reason::SequenceMismatch,
-                format!(
-                    "matched {k} of {n} steps; call {} is {}, expected step {} {}",
-                    k + 1,
-                    t.calls()[k].name,
-                    k + 1,
-                    self.steps[k].shown
-                ),
+                format!("matched {k} of {n} steps; {what}"),
                 (0..k).map(pos).collect(),
             );
         }

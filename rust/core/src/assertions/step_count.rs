@@ -34,7 +34,7 @@ impl Check for StepCount {
             if n > u64::from(max) {
                 return Outcome::fail(
                     Reason::TooManySteps,
-                    format!("the trace has {n} calls; at most {max} allowed"),
+                    format!("the trace has {n} call(s); at most {max} allowed"),
                     vec![],
                 );
             }
@@ -43,7 +43,7 @@ impl Check for StepCount {
             if n < u64::from(min) {
                 return Outcome::fail(
                     Reason::CountOutOfRange,
-                    format!("the trace has {n} calls; at least {min} required"),
+                    format!("the trace has {n} call(s); at least {min} required"),
                     vec![],
                 );
             }

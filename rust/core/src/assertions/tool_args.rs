@@ -70,10 +70,9 @@ impl ToolArgs {
         }
         let reason = category(&m);
         let message = format!(
-            "call {} of {} (call_index {}) did not match the expected arguments; {}",
-            pos(i),
-            self.tool,
+            "call_index {} of {} did not match the expected arguments; it is {}",
             self.call_index,
+            self.tool,
             describe(&m, i + 1)
         );
         Outcome::fail(reason, message, vec![pos(i)])
@@ -171,6 +170,7 @@ mod tests {
             (r.reason_code.as_str(), r.positions.as_slice()),
             ("ARGS_INVALID_JSON", &[2][..])
         );
+        assert!(r.reason.contains("call 2, whose arguments are not valid JSON"), "{}", r.reason);
         assert!(r.reason.contains("line 1 column 2"), "{}", r.reason);
     }
 

@@ -66,6 +66,7 @@ impl Check for ToolCount {
         }
         let range = match self.max {
             Some(max) if max == self.min => format!("exactly {max}"),
+            Some(max) if self.min == 0 => format!("at most {max}"),
             Some(max) => format!("between {} and {max}", self.min),
             None => format!("at least {}", self.min),
         };

@@ -57,7 +57,11 @@ const MAX_SHOWN: usize = 60;
 
 /// A value for a reason: its canonical text, shortened.
 pub fn show(v: &Value) -> String {
-    let mut s = to_canonical(v);
+    // Numbers as written: canonical text rounds through float64 and could hide the difference.
+    let mut s = match v {
+        Value::Number(n) => n.raw().to_owned(),
+        _ => to_canonical(v),
+    };
     if s.len() > MAX_SHOWN {
         let mut cut = MAX_SHOWN;
         while !s.is_char_boundary(cut) {
@@ -67,6 +71,30 @@ pub fn show(v: &Value) -> String {
         s.push('…');
     }
     s
+}
+
+/// True when `s` holds characters that print as nothing on their own (combining marks,
+/// zero-width characters, replacement characters standing for lone surrogates).
+fn invisible(s: &str) -> bool {
+    s.chars().any(|c| {
+        matches!(c, '\u{0300}'..='\u{036f}' | '\u{200b}'..='\u{200f}' | '\u{feff}' | '\u{fffd}')
+    })
+}
+
+/// Writes every non-ASCII character as `\uXXXX` escapes (UTF-16 units, as JSON does).
+fn escape_non_ascii(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{u:04x}");
+            }
+        }
+    }
+    out
 }
 
 fn push_key(path: &mut String, key: &Str) {
@@ -138,7 +166,15 @@ impl Differ {
             }
             _ => {
                 if e.type_name() != a.type_name() || e != a {
-                    self.note(|p| format!("{p} expected {}, got {}", show(e), show(a)));
+                    self.note(|p| {
+                        let (mut es, mut as_) = (show(e), show(a));
+                        if invisible(&es) || invisible(&as_) {
+                            // Combining or zero-width characters hide the difference in print:
+                            // show the code points.
+                            (es, as_) = (escape_non_ascii(&es), escape_non_ascii(&as_));
+                        }
+                        format!("{p} expected {es}, got {as_}")
+                    });
                 }
             }
         }
