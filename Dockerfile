@@ -26,7 +26,7 @@ COPY python/ python/
 # The cache mounts keep the crate downloads and compiled dependencies between image builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/rust/target \
-    /opt/maturin/bin/maturin build --release --locked --out /dist
+    /opt/maturin/bin/maturin build --release --out /dist
 
 FROM python:${PYTHON_VERSION}-slim-bookworm AS runtime
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -43,8 +43,8 @@ format:
 	$(BIN)/ruff format python tests bench
 	cd rust && $(CARGO) fmt --all
 
-.PHONY: lint ## ruff, rustfmt, clippy, proto drift check
-lint:
+.PHONY: lint ## ruff, rustfmt, clippy, proto drift checks, hadolint, kubeconform
+lint: lint-docker lint-k8s check-proto-go
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
 	cd rust && $(CARGO) fmt --all --check
@@ -122,7 +122,7 @@ clients:
 	cd clients/go && $(GO) build -o bin/trajgrade-conformance ./cmd/trajgrade-conformance
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	cd clients/java && mvn -q -B package
-	cd clients/rust && CARGO_TARGET_DIR=target $(CARGO) build --locked --bin trajgrade-conformance
+	cd clients/rust && CARGO_TARGET_DIR=target $(CARGO) build --bin trajgrade-conformance
 
 .PHONY: test-clients ## the client, grpcurl and sidecar tests against a real `trajgrade serve`
 test-clients:

@@ -105,7 +105,7 @@ CLIENT_SPECS = {
         name="rust",
         tools=("cargo",),
         # cargo rebuilds only what changed; the dev profile compiles far faster than release.
-        build=lambda: [["cargo", "build", "--locked", "--bin", "trajgrade-conformance"]],
+        build=lambda: [["cargo", "build", "--bin", "trajgrade-conformance"]],
         command=[str(CLIENTS / "rust" / "target" / "debug" / "trajgrade-conformance")],
         env={"CARGO_TARGET_DIR": str(CLIENTS / "rust" / "target"), "CARGO_TERM_COLOR": "never"},
     ),
