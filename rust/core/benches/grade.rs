@@ -7,6 +7,8 @@ use trajgrade_core::proto::v1::{
 };
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
+mod workload;
+
 const TOOLS: [&str; 5] =
     ["search_orders", "get_order", "check_refund_eligibility", "issue_refund", "reply"];
 
@@ -90,6 +92,26 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(refs.len() as u64));
     g.bench_function("grade_traces_1000_one_thread", |b| {
         b.iter_batched(|| (), |()| grader.grade_traces(&compiled, &refs), BatchSize::SmallInput);
+    });
+    g.finish();
+
+    // The issue's target (bench/workloads.py shape): bytes in, TraceOutcome bytes out.
+    let suite_bytes = workload::suite().encode_to_vec();
+    let compiled = grader.compile_suite(&suite_bytes).expect("the workload suite is valid");
+    let traces: Vec<Vec<u8>> =
+        workload::traces(1000, 1234).iter().map(Message::encode_to_vec).collect();
+    let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
+    let mut g = c.benchmark_group("workload");
+    g.throughput(Throughput::Elements(refs.len() as u64));
+    g.bench_function("grade_traces_1000_one_thread", |b| {
+        b.iter(|| grader.grade_traces(&compiled, &refs));
+    });
+    let two = Grader::new(limits.clone(), 2);
+    g.bench_function("grade_traces_1000_two_threads", |b| {
+        b.iter(|| two.grade_traces(&compiled, &refs));
+    });
+    g.bench_function("decode_only_floor_1000", |b| {
+        b.iter(|| refs.iter().filter(|t| Trace::decode(**t).is_ok()).count());
     });
     g.finish();
 }

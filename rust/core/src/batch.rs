@@ -1,5 +1,6 @@
-//! The `Grader`: a dedicated rayon pool, the compiled-suite LRU, and the byte-level batch API.
+//! The `Grader`: a dedicated rayon pool, the suite caches, and the byte-level batch API.
 use std::num::NonZeroUsize;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
@@ -9,18 +10,55 @@ use rayon::prelude::*;
 use crate::error::CoreError;
 use crate::limits::Limits;
 use crate::proto::v1::{
-    batch_grade_traces_request, grade_trace_request, trace_outcome, BatchGradeTracesRequest,
-    BatchGradeTracesResponse, GradeTraceRequest, GradeTraceResponse, ItemError, Suite, Trace,
-    TraceOutcome,
+    grade_trace_request, trace_outcome, GradeTraceRequest, GradeTraceResponse, ItemError, Suite,
+    Trace, TraceOutcome,
 };
 use crate::suite::CompiledSuite;
-use crate::trace::{check_trace, decode_trace};
+use crate::trace::{check_trace, wire_decode, Decoded, TraceView};
 
-/// Shared by every thread: limits, a rayon pool built once (never the global one), the suite LRU.
+/// Registered suites kept by default (see [`Grader::with_max_registered_suites`]).
+pub const DEFAULT_MAX_REGISTERED_SUITES: usize = 10_000;
+
+type SuiteCache = Mutex<LruCache<String, Arc<CompiledSuite>>>;
+
+/// Shared by every thread: limits, a rayon pool built once (never the global one), and two
+/// suite caches: inline-compiled suites (LRU of `suite_cache_size`) and registered suites (their
+/// own LRU of `max_registered_suites`, so inline traffic never evicts a registered suite).
 pub struct Grader {
     limits: Limits,
     pool: rayon::ThreadPool,
-    suites: Mutex<LruCache<String, Arc<CompiledSuite>>>,
+    suites: SuiteCache,
+    registered: SuiteCache,
+}
+
+/// `BatchGradeTracesRequest` with each trace left as bytes (same field numbers), so one
+/// undecodable trace becomes that item's error instead of failing the whole request.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BatchEnvelope {
+    #[prost(oneof = "EnvelopeSuite", tags = "1, 2")]
+    suite_ref: Option<EnvelopeSuite>,
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    traces: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum EnvelopeSuite {
+    #[prost(message, tag = "1")]
+    Suite(Suite),
+    #[prost(string, tag = "2")]
+    SuiteId(String),
+}
+
+/// `BatchGradeTracesResponse` written from already-encoded outcomes (field 1, repeated).
+fn encode_outcomes(outcomes: &[Vec<u8>]) -> Vec<u8> {
+    use crate::wire::{varint_len, Writer};
+    let total: usize = outcomes.iter().map(|o| 1 + varint_len(o.len() as u64) + o.len()).sum();
+    let mut w = Writer::with_capacity(total);
+    for o in outcomes {
+        w.message_header(1, o.len());
+        w.buf.extend_from_slice(o);
+    }
+    w.buf
 }
 
 impl Grader {
@@ -33,7 +71,24 @@ impl Grader {
             .or_else(|_| rayon::ThreadPoolBuilder::new().num_threads(1).build())
             .expect("a one-thread rayon pool can always be built");
         let cap = NonZeroUsize::new(limits.suite_cache_size).unwrap_or(NonZeroUsize::MIN);
-        Grader { limits, pool, suites: Mutex::new(LruCache::new(cap)) }
+        let registered =
+            NonZeroUsize::new(DEFAULT_MAX_REGISTERED_SUITES).unwrap_or(NonZeroUsize::MIN);
+        Grader {
+            limits,
+            pool,
+            suites: Mutex::new(LruCache::new(cap)),
+            registered: Mutex::new(LruCache::new(registered)),
+        }
+    }
+
+    /// Keeps at most `n` registered suites (default 10 000; 0 means 1). Registering one more
+    /// evicts the least recently used registered suite (used = registered again, looked up by
+    /// `get_suite`, or named by a request's `suite_id`).
+    #[must_use]
+    pub fn with_max_registered_suites(self, n: usize) -> Grader {
+        let cap = NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
+        lock(&self.registered).resize(cap);
+        self
     }
 
     pub fn limits(&self) -> &Limits {
@@ -42,6 +97,10 @@ impl Grader {
 
     /// Decodes and compiles a serialized `Suite`, reusing the cached compilation of equal content.
     pub fn compile_suite(&self, suite_bytes: &[u8]) -> Result<Arc<CompiledSuite>, CoreError> {
+        self.compile_decoded(self.decode_suite(suite_bytes)?)
+    }
+
+    fn decode_suite(&self, suite_bytes: &[u8]) -> Result<Suite, CoreError> {
         if suite_bytes.len() > self.limits.max_suite_bytes {
             return Err(CoreError::limit(
                 "SUITE_TOO_LARGE",
@@ -53,32 +112,57 @@ impl Grader {
                 ),
             ));
         }
-        let suite = Suite::decode(suite_bytes).map_err(|e| {
+        Suite::decode(suite_bytes).map_err(|e| {
             CoreError::invalid_request("INVALID_SUITE", "suite".to_owned(), e.to_string())
-        })?;
-        self.compile_decoded(suite)
+        })
     }
 
-    /// Compiles a serialized suite and keeps it; returns its id.
+    /// Compiles a serialized suite and keeps it among the registered suites; returns its id.
+    /// Registered suites are never evicted by inline suites; beyond `max_registered_suites` the
+    /// least recently used registered suite is.
     pub fn register_suite(&self, suite_bytes: &[u8]) -> Result<String, CoreError> {
-        Ok(self.compile_suite(suite_bytes)?.id().to_owned())
+        let suite = self.decode_suite(suite_bytes)?;
+        let id = crate::suite::suite_id(&suite);
+        if lock(&self.registered).get(&id).is_some() {
+            return Ok(id);
+        }
+        let cached = lock(&self.suites).get(&id).cloned();
+        let compiled = match cached {
+            Some(c) => c,
+            None => Arc::new(CompiledSuite::compile_owned(suite, &self.limits)?),
+        };
+        lock(&self.registered).put(id.clone(), compiled);
+        Ok(id)
     }
 
-    /// A compiled suite by id, if it is still cached.
+    /// A compiled suite by id: a registered one, or an inline one still in the LRU.
     pub fn get_suite(&self, suite_id: &str) -> Option<Arc<CompiledSuite>> {
-        self.lock().get(suite_id).cloned()
+        if let Some(s) = lock(&self.registered).get(suite_id) {
+            return Some(Arc::clone(s));
+        }
+        lock(&self.suites).get(suite_id).cloned()
     }
 
     /// Each item: a serialized `GradeTraceRequest` → a serialized `GradeTraceResponse`, or that
-    /// item's error. Items are graded in parallel on the pool.
+    /// item's error. Items are graded in parallel on the pool; a panic is that item's
+    /// `CoreError::Internal`.
     pub fn grade_requests(&self, requests: &[&[u8]]) -> Vec<Result<Vec<u8>, CoreError>> {
-        self.pool.install(|| requests.par_iter().map(|r| self.grade_request(r)).collect())
+        self.pool.install(|| {
+            requests
+                .par_iter()
+                .map(|r| {
+                    catch_unwind(AssertUnwindSafe(|| self.grade_request(r)))
+                        .unwrap_or_else(|_| Err(CoreError::Internal("grading panicked".to_owned())))
+                })
+                .collect()
+        })
     }
 
     /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse` (one
-    /// `TraceOutcome` per trace; a bad trace becomes an `ItemError`).
+    /// `TraceOutcome` per trace; a bad trace, undecodable ones included, becomes an `ItemError`).
+    /// Err only for a bad envelope, too many traces, or a bad or unknown suite.
     pub fn grade_batch_request(&self, request: &[u8]) -> Result<Vec<u8>, CoreError> {
-        let req = BatchGradeTracesRequest::decode(request).map_err(|e| {
+        let req = BatchEnvelope::decode(request).map_err(|e| {
             CoreError::invalid_request("INVALID_REQUEST", String::new(), e.to_string())
         })?;
         if req.traces.len() > self.limits.max_batch_items {
@@ -93,40 +177,128 @@ impl Grader {
             ));
         }
         let suite = match req.suite_ref {
-            Some(batch_grade_traces_request::SuiteRef::Suite(s)) => self.compile_decoded(s)?,
-            Some(batch_grade_traces_request::SuiteRef::SuiteId(id)) => self.find_suite(&id)?,
+            Some(EnvelopeSuite::Suite(s)) => self.compile_decoded(s)?,
+            Some(EnvelopeSuite::SuiteId(id)) => self.find_suite(&id)?,
             None => return Err(missing_suite()),
         };
-        let outcomes = self.pool.install(|| {
-            req.traces
-                .par_iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let field = format!("traces[{i}]");
-                    let checked = check_trace(t, &self.limits, &field).map(|()| t);
-                    outcome(checked, &suite, &self.limits, &t.id)
-                })
-                .collect()
-        });
-        Ok(BatchGradeTracesResponse { outcomes }.encode_to_vec())
+        let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
+        Ok(encode_outcomes(&self.grade_traces(&suite, &refs)))
     }
 
     /// Grades serialized `Trace` messages against one suite: one serialized `TraceOutcome` each.
+    /// An undecodable trace, a limit exceeded or a panic is that item's `ItemError` (field
+    /// `traces[i]...`, `trace_id` filled whenever field 1 of the bytes is readable).
     pub fn grade_traces(&self, suite: &CompiledSuite, traces: &[&[u8]]) -> Vec<Vec<u8>> {
         self.pool.install(|| {
             traces
                 .par_iter()
                 .enumerate()
                 .map(|(i, bytes)| {
-                    let field = format!("traces[{i}]");
-                    match decode_trace(bytes, &self.limits, &field) {
-                        Ok(t) => outcome(Ok(&t), suite, &self.limits, &t.id),
-                        Err(e) => outcome(Err(e), suite, &self.limits, ""),
-                    }
-                    .encode_to_vec()
+                    guarded(
+                        || self.grade_trace_bytes(suite, bytes, i),
+                        || crate::wire::lenient_trace_id(bytes),
+                        i,
+                        "traces",
+                    )
                 })
                 .collect()
         })
+    }
+
+    fn grade_trace_bytes(&self, suite: &CompiledSuite, bytes: &[u8], i: usize) -> Vec<u8> {
+        let field = || format!("traces[{i}]");
+        // The field path is only formatted when there is an error to report.
+        match wire_decode(bytes, &self.limits, "") {
+            Ok(Decoded::Parts(parts)) => {
+                suite.grade_view_encoded(&TraceView::from_parts(parts, &self.limits))
+            }
+            Ok(Decoded::Owned(t)) => suite.grade_view_encoded(&TraceView::new(&t, &self.limits)),
+            Err(e) => item_error(
+                crate::wire::lenient_trace_id(bytes),
+                e.reason_code(),
+                format!("{}{}", field(), e.field()),
+                e.message(),
+            ),
+        }
+    }
+
+    /// Bulk regrading of native JSONL: each line is the protobuf JSON mapping of a `Trace`
+    /// (proto or lowerCamel field names, as the pbjson impls accept). One serialized
+    /// `TraceOutcome` per line; a line that does not decode is an `ItemError` `INVALID_TRACE`
+    /// with field `lines[i]` and the decoder's message.
+    pub fn grade_json_traces(&self, suite: &CompiledSuite, lines: &[&[u8]]) -> Vec<Vec<u8>> {
+        self.pool.install(|| {
+            lines
+                .par_iter()
+                .enumerate()
+                .map(|(i, line)| {
+                    guarded(
+                        || match self.json_trace(line, i) {
+                            Ok(t) => suite.grade_view_encoded(&TraceView::new(&t, &self.limits)),
+                            Err((id, e)) => {
+                                item_error(id, e.reason_code(), e.field().to_owned(), e.message())
+                            }
+                        },
+                        || crate::rows::lenient_json_id(line),
+                        i,
+                        "lines",
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// As [`Grader::grade_json_traces`], but each output is the JSONL row the regrade command
+    /// writes (docs/regrade.md), newline included: the `GradeResult` protobuf JSON with proto
+    /// field names and every field, or `{"trace_id","suite_id","error":{...}}`.
+    pub fn grade_json_traces_to_json(
+        &self,
+        suite: &CompiledSuite,
+        lines: &[&[u8]],
+    ) -> Vec<Vec<u8>> {
+        self.pool.install(|| {
+            lines
+                .par_iter()
+                .enumerate()
+                .map(|(i, line)| {
+                    let graded =
+                        catch_unwind(AssertUnwindSafe(|| match self.json_trace(line, i) {
+                            Ok(t) => Ok(suite.grade_view(&TraceView::new(&t, &self.limits))),
+                            Err((id, e)) => Err(ItemError {
+                                trace_id: id,
+                                reason_code: e.reason_code().to_owned(),
+                                field: e.field().to_owned(),
+                                message: e.message(),
+                            }),
+                        }));
+                    let graded = graded.unwrap_or_else(|_| {
+                        Err(ItemError {
+                            trace_id: crate::rows::lenient_json_id(line),
+                            reason_code: "INTERNAL".to_owned(),
+                            field: format!("lines[{i}]"),
+                            message: "internal error".to_owned(),
+                        })
+                    });
+                    match graded {
+                        Ok(r) => crate::rows::result_row(&r),
+                        Err(e) => crate::rows::error_row(suite.id(), &e),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Decodes and checks one JSON line; the error comes with the trace id when readable.
+    fn json_trace(&self, line: &[u8], i: usize) -> Result<Trace, (String, CoreError)> {
+        let field = format!("lines[{i}]");
+        let trace: Trace = serde_json::from_slice(line).map_err(|e| {
+            let e = CoreError::invalid_request("INVALID_TRACE", field.clone(), e.to_string());
+            (crate::rows::lenient_json_id(line), e)
+        })?;
+        match check_trace(&trace, &self.limits, &field) {
+            Ok(()) => Ok(trace),
+            Err(e) => Err((trace.id, e)),
+        }
     }
 
     fn grade_request(&self, bytes: &[u8]) -> Result<Vec<u8>, CoreError> {
@@ -146,23 +318,47 @@ impl Grader {
 
     fn compile_decoded(&self, suite: Suite) -> Result<Arc<CompiledSuite>, CoreError> {
         let id = crate::suite::suite_id(&suite);
-        if let Some(hit) = self.lock().get(&id) {
-            return Ok(Arc::clone(hit));
+        if let Some(hit) = self.get_suite(&id) {
+            return Ok(hit);
         }
         // Compile outside the lock: two threads may both compile a new suite; both results are equal.
         let compiled = Arc::new(CompiledSuite::compile_owned(suite, &self.limits)?);
-        self.lock().put(id, Arc::clone(&compiled));
+        lock(&self.suites).put(id, Arc::clone(&compiled));
         Ok(compiled)
     }
 
     fn find_suite(&self, id: &str) -> Result<Arc<CompiledSuite>, CoreError> {
         self.get_suite(id).ok_or_else(|| CoreError::SuiteNotFound(id.to_owned()))
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, Arc<CompiledSuite>>> {
-        // A poisoned cache is still a valid cache: every entry is immutable.
-        self.suites.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+fn lock(cache: &SuiteCache) -> std::sync::MutexGuard<'_, LruCache<String, Arc<CompiledSuite>>> {
+    // A poisoned cache is still a valid cache: every entry is immutable.
+    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs one item's grading; a panic becomes that item's `INTERNAL` error with a generic message.
+fn guarded(
+    grade: impl FnOnce() -> Vec<u8>,
+    trace_id: impl FnOnce() -> String,
+    i: usize,
+    list: &str,
+) -> Vec<u8> {
+    catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
+        item_error(trace_id(), "INTERNAL", format!("{list}[{i}]"), "internal error".to_owned())
+    })
+}
+
+fn item_error(trace_id: String, reason_code: &str, field: String, message: String) -> Vec<u8> {
+    TraceOutcome {
+        outcome: Some(trace_outcome::Outcome::Error(ItemError {
+            trace_id,
+            reason_code: reason_code.to_owned(),
+            field,
+            message,
+        })),
     }
+    .encode_to_vec()
 }
 
 fn missing_suite() -> CoreError {
@@ -171,24 +367,6 @@ fn missing_suite() -> CoreError {
         "suite_ref".to_owned(),
         "the request names neither a suite nor a suite_id".to_owned(),
     )
-}
-
-fn outcome(
-    trace: Result<&Trace, CoreError>,
-    suite: &CompiledSuite,
-    limits: &Limits,
-    trace_id: &str,
-) -> TraceOutcome {
-    let outcome = match trace {
-        Ok(t) => trace_outcome::Outcome::Result(suite.grade(t, limits)),
-        Err(e) => trace_outcome::Outcome::Error(ItemError {
-            trace_id: trace_id.to_owned(),
-            reason_code: e.reason_code().to_owned(),
-            field: e.field().to_owned(),
-            message: e.message(),
-        }),
-    };
-    TraceOutcome { outcome: Some(outcome) }
 }
 
 #[cfg(test)]

@@ -15,9 +15,20 @@ pub struct CompiledAssertion {
     pub kind: Kind,
 }
 
+/// The result of one assertion on one trace, before it becomes an `AssertionResult`.
+#[derive(Debug)]
+pub struct Ran {
+    pub pass: bool,
+    /// Empty when passing.
+    pub reason_code: &'static str,
+    /// Empty when passing.
+    pub reason: String,
+    pub positions: Vec<u32>,
+}
+
 impl CompiledAssertion {
     /// Runs the kind and applies negation.
-    pub fn run(&self, t: &TraceView<'_>) -> AssertionResult {
+    pub fn evaluate(&self, t: &TraceView<'_>) -> Ran {
         let base = self.kind.check(t);
         let (pass, reason, message) = if !self.negate {
             (base.pass, base.reason, base.message)
@@ -41,19 +52,51 @@ impl CompiledAssertion {
         } else {
             (true, None, String::new())
         };
-        AssertionResult {
-            name: self.name.clone(),
-            status: if pass { AssertionStatus::Pass } else { AssertionStatus::Fail } as i32,
-            severity: self.severity as i32,
-            reason_code: if pass {
-                String::new()
-            } else {
-                reason.map(Reason::code).unwrap_or_default().to_owned()
-            },
+        Ran {
+            pass,
+            reason_code: if pass { "" } else { reason.map_or("", Reason::code) },
             reason: if pass { String::new() } else { message },
             positions: base.positions,
         }
     }
+
+    /// Runs the kind and applies negation, as a result message.
+    pub fn run(&self, t: &TraceView<'_>) -> AssertionResult {
+        let ran = self.evaluate(t);
+        AssertionResult {
+            name: self.name.clone(),
+            status: status(ran.pass) as i32,
+            severity: self.severity as i32,
+            reason_code: ran.reason_code.to_owned(),
+            reason: ran.reason,
+            positions: ran.positions,
+        }
+    }
+}
+
+fn status(pass: bool) -> AssertionStatus {
+    if pass {
+        AssertionStatus::Pass
+    } else {
+        AssertionStatus::Fail
+    }
+}
+
+/// Verdict, score and soft failures of a list of results (§4).
+fn summary(results: impl Iterator<Item = (bool, Severity)>) -> (Verdict, f64, u32) {
+    let (mut n, mut passing, mut hard_failed, mut soft) = (0usize, 0usize, false, 0u32);
+    for (pass, severity) in results {
+        n += 1;
+        if pass {
+            passing += 1;
+        } else if severity == Severity::Hard {
+            hard_failed = true;
+        } else if severity == Severity::Soft {
+            soft += 1;
+        }
+    }
+    let score = if n == 0 { 1.0 } else { passing as f64 / n as f64 };
+    (if hard_failed { Verdict::Fail } else { Verdict::Pass }, score, soft)
 }
 
 /// Grades `trace` against the compiled assertions of `suite`.
@@ -63,23 +106,87 @@ pub fn grade(
     trace: &Trace,
     limits: &Limits,
 ) -> GradeResult {
-    let view = TraceView::new(trace, limits);
-    let results: Vec<AssertionResult> = assertions.iter().map(|a| a.run(&view)).collect();
-    let passing = results.iter().filter(|r| r.status == AssertionStatus::Pass as i32).count();
-    let hard_failed = results
-        .iter()
-        .any(|r| r.status == AssertionStatus::Fail as i32 && r.severity == Severity::Hard as i32);
-    let soft_failures = results
-        .iter()
-        .filter(|r| r.status == AssertionStatus::Fail as i32 && r.severity == Severity::Soft as i32)
-        .count();
-    let score = if results.is_empty() { 1.0 } else { passing as f64 / results.len() as f64 };
+    grade_view(suite, assertions, &TraceView::new(trace, limits))
+}
+
+/// Grades a trace view against the compiled assertions of `suite`.
+pub fn grade_view(
+    suite: &CompiledSuite,
+    assertions: &[CompiledAssertion],
+    view: &TraceView<'_>,
+) -> GradeResult {
+    let results: Vec<AssertionResult> = assertions.iter().map(|a| a.run(view)).collect();
+    let (verdict, score, soft_failures) = summary(results.iter().map(|r| {
+        (
+            r.status == AssertionStatus::Pass as i32,
+            Severity::try_from(r.severity).unwrap_or_default(),
+        )
+    }));
     GradeResult {
-        trace_id: trace.id.clone(),
+        trace_id: view.id().to_owned(),
         suite_id: suite.id().to_owned(),
-        verdict: if hard_failed { Verdict::Fail } else { Verdict::Pass } as i32,
+        verdict: verdict as i32,
         score,
-        soft_failures: soft_failures as u32,
+        soft_failures,
         results,
     }
+}
+
+/// Grades a trace view and writes the serialized `TraceOutcome { result }` directly: the same
+/// bytes as `TraceOutcome { outcome: Some(Result(grade_view(..))) }.encode_to_vec()`.
+pub fn grade_view_encoded(
+    suite: &CompiledSuite,
+    assertions: &[CompiledAssertion],
+    view: &TraceView<'_>,
+) -> Vec<u8> {
+    use crate::wire::{str_field_len, varint_field_len, varint_len, Writer};
+    let ran: Vec<Ran> = assertions.iter().map(|a| a.evaluate(view)).collect();
+    let (verdict, score, soft_failures) =
+        summary(ran.iter().zip(assertions).map(|(r, a)| (r.pass, a.severity)));
+    // Lengths first (each AssertionResult, then the GradeResult), then one exact-size write.
+    let mut lens = Vec::with_capacity(ran.len());
+    let mut results_len = 0;
+    for (r, a) in ran.iter().zip(assertions) {
+        let packed: usize = r.positions.iter().map(|&p| varint_len(u64::from(p))).sum();
+        let len = str_field_len(a.name.as_bytes())
+            + varint_field_len(status(r.pass) as u64)
+            + varint_field_len(a.severity as u64)
+            + str_field_len(r.reason_code.as_bytes())
+            + str_field_len(r.reason.as_bytes())
+            + if packed == 0 { 0 } else { 1 + varint_len(packed as u64) + packed };
+        lens.push((len, packed));
+        results_len += 1 + varint_len(len as u64) + len;
+    }
+    let id = view.id().as_bytes();
+    let grade_len = str_field_len(id)
+        + str_field_len(suite.id().as_bytes())
+        + varint_field_len(verdict as u64)
+        + if score == 0.0 { 0 } else { 9 }
+        + varint_field_len(u64::from(soft_failures))
+        + results_len;
+    let mut w = Writer::with_capacity(1 + varint_len(grade_len as u64) + grade_len);
+    w.message_header(1, grade_len);
+    w.str_field(1, id);
+    w.str_field(2, suite.id().as_bytes());
+    w.varint_field(3, verdict as u64);
+    if score != 0.0 {
+        w.key(4, 1);
+        w.buf.extend_from_slice(&score.to_le_bytes());
+    }
+    w.varint_field(5, u64::from(soft_failures));
+    for ((r, a), &(len, packed)) in ran.iter().zip(assertions).zip(&lens) {
+        w.message_header(6, len);
+        w.str_field(1, a.name.as_bytes());
+        w.varint_field(2, status(r.pass) as u64);
+        w.varint_field(3, a.severity as u64);
+        w.str_field(4, r.reason_code.as_bytes());
+        w.str_field(5, r.reason.as_bytes());
+        if packed != 0 {
+            w.message_header(6, packed);
+            for &p in &r.positions {
+                w.varint(u64::from(p));
+            }
+        }
+    }
+    w.buf
 }

@@ -22,10 +22,12 @@ pub mod glob;
 pub mod grade;
 pub mod limits;
 pub mod matching;
+pub mod rows;
 pub mod suite;
 pub mod trace;
+pub mod wire;
 
-pub use batch::Grader;
+pub use batch::{Grader, DEFAULT_MAX_REGISTERED_SUITES};
 pub use error::{CoreError, Reason, SuiteProblem};
 pub use limits::Limits;
 pub use suite::CompiledSuite;

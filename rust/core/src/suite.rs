@@ -7,7 +7,7 @@ use crate::error::{CoreError, SuiteProblem};
 use crate::grade::{self, CompiledAssertion};
 use crate::limits::Limits;
 use crate::proto::v1::{GradeResult, Suite, Trace};
-use crate::trace::decode_trace;
+use crate::trace::{wire_decode, Decoded, TraceView};
 
 /// Collects suite problems in suite order while compiling.
 pub struct Compiler<'l> {
@@ -90,14 +90,26 @@ impl CompiledSuite {
         grade::grade(self, &self.assertions, trace, limits)
     }
 
+    /// Grades a trace view (see `TraceView::new` and `TraceView::from_parts`).
+    pub fn grade_view(&self, view: &TraceView<'_>) -> GradeResult {
+        grade::grade_view(self, &self.assertions, view)
+    }
+
+    /// Grades a trace view into a serialized `TraceOutcome` holding the result.
+    pub fn grade_view_encoded(&self, view: &TraceView<'_>) -> Vec<u8> {
+        grade::grade_view_encoded(self, &self.assertions, view)
+    }
+
     /// Decodes a serialized `Trace`, checks it against the limits, and grades it.
     pub fn check_and_grade(
         &self,
         trace_bytes: &[u8],
         limits: &Limits,
     ) -> Result<GradeResult, CoreError> {
-        let trace = decode_trace(trace_bytes, limits, "trace")?;
-        Ok(self.grade(&trace, limits))
+        match wire_decode(trace_bytes, limits, "trace")? {
+            Decoded::Parts(parts) => Ok(self.grade_view(&TraceView::from_parts(parts, limits))),
+            Decoded::Owned(trace) => Ok(self.grade(&trace, limits)),
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use crate::error::CoreError;
 use crate::json::{self, ParseError, Value};
 use crate::limits::Limits;
 use crate::proto::v1::{ToolCall, Trace};
+use crate::wire::TraceParts;
 
 /// A call's arguments as the matchers see them.
 #[derive(Debug)]
@@ -22,42 +23,94 @@ struct CallCache {
     canonical: OnceCell<Option<String>>,
 }
 
+/// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Call<'a> {
+    pub name: &'a str,
+    pub arguments_json: Option<&'a str>,
+    pub result: Option<&'a str>,
+    pub error: bool,
+}
+
 /// A trace plus lazily filled per-call caches; lives for one grading on one thread.
 pub struct TraceView<'a> {
-    trace: &'a Trace,
+    id: &'a str,
+    calls: Vec<Call<'a>>,
+    final_answer: &'a str,
+    /// Map entries; a later duplicate key wins.
+    metadata: Vec<(&'a str, &'a str)>,
     cache: Vec<CallCache>,
     max_depth: usize,
 }
 
 impl<'a> TraceView<'a> {
+    /// A view of a decoded trace (no copies).
     pub fn new(trace: &'a Trace, limits: &Limits) -> Self {
-        let mut cache = Vec::with_capacity(trace.calls.len());
-        cache.resize_with(trace.calls.len(), CallCache::default);
-        TraceView { trace, cache, max_depth: limits.max_json_depth }
+        Self::from_parts(
+            TraceParts {
+                id: &trace.id,
+                calls: trace.calls.iter().map(Call::from_message).collect(),
+                final_answer: &trace.final_answer,
+                metadata: trace.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+            },
+            limits,
+        )
     }
 
-    pub fn trace(&self) -> &'a Trace {
-        self.trace
+    /// A view of fields borrowed from the encoded bytes (see `wire::decode_trace`).
+    pub fn from_parts(parts: TraceParts<'a>, limits: &Limits) -> Self {
+        let mut cache = Vec::with_capacity(parts.calls.len());
+        cache.resize_with(parts.calls.len(), CallCache::default);
+        TraceView {
+            id: parts.id,
+            calls: parts.calls,
+            final_answer: parts.final_answer,
+            metadata: parts.metadata,
+            cache,
+            max_depth: limits.max_json_depth,
+        }
     }
 
-    pub fn calls(&self) -> &'a [ToolCall] {
-        &self.trace.calls
+    pub fn id(&self) -> &'a str {
+        self.id
+    }
+
+    pub fn final_answer(&self) -> &'a str {
+        self.final_answer
+    }
+
+    /// Metadata entries (a later duplicate key wins when collected into a map).
+    pub fn metadata(&self) -> &[(&'a str, &'a str)] {
+        &self.metadata
+    }
+
+    pub fn calls(&self) -> &[Call<'a>] {
+        &self.calls
     }
 
     pub fn len(&self) -> usize {
-        self.trace.calls.len()
+        self.calls.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.trace.calls.is_empty()
+        self.calls.is_empty()
+    }
+
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
     }
 
     /// Arguments of call `i` (0-based), parsed on first use.
     pub fn args(&self, i: usize) -> &Args {
-        self.cache[i].args.get_or_init(|| match self.trace.calls[i].arguments_json.as_deref() {
+        self.cache[i].args.get_or_init(|| match self.calls[i].arguments_json {
             None => Args::NotRecorded,
             Some(text) => parse_args(text, self.max_depth),
         })
+    }
+
+    /// The parsed arguments of call `i` if some matcher already needed them.
+    pub fn parsed_args(&self, i: usize) -> Option<&Args> {
+        self.cache[i].args.get()
     }
 
     /// Canonical text of call `i`'s arguments; `None` when not recorded or invalid.
@@ -69,6 +122,17 @@ impl<'a> TraceView<'a> {
                 _ => None,
             })
             .as_deref()
+    }
+}
+
+impl<'a> Call<'a> {
+    pub fn from_message(c: &'a ToolCall) -> Self {
+        Call {
+            name: &c.name,
+            arguments_json: c.arguments_json.as_deref(),
+            result: c.result.as_deref(),
+            error: c.error,
+        }
     }
 }
 
@@ -116,6 +180,54 @@ pub fn check_trace(trace: &Trace, limits: &Limits, field: &str) -> Result<(), Co
         }
     }
     Ok(())
+}
+
+/// The limit checks of [`check_trace`] on borrowed parts whose encoding fits `max_trace_bytes`
+/// (re-encoding never grows a message, so the size check cannot fail again).
+pub fn check_parts(parts: &TraceParts<'_>, limits: &Limits, field: &str) -> Result<(), CoreError> {
+    if parts.calls.len() > limits.max_calls_per_trace {
+        return Err(CoreError::limit(
+            "TOO_MANY_CALLS",
+            format!("{field}.calls"),
+            format!(
+                "trace has {} calls; the limit is {}",
+                parts.calls.len(),
+                limits.max_calls_per_trace
+            ),
+        ));
+    }
+    for (i, call) in parts.calls.iter().enumerate() {
+        let len = call.arguments_json.map_or(0, str::len);
+        if len > limits.max_argument_bytes {
+            return Err(CoreError::limit(
+                "ARGUMENT_TOO_LARGE",
+                format!("{field}.calls[{i}].arguments_json"),
+                format!("arguments are {len} bytes; the limit is {}", limits.max_argument_bytes),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A trace decoded from bytes: borrowed when the fast decoder handles it, else by prost.
+pub enum Decoded<'a> {
+    Parts(TraceParts<'a>),
+    Owned(Trace),
+}
+
+/// As [`decode_trace`], borrowing the strings from `bytes` whenever possible.
+pub fn wire_decode<'a>(
+    bytes: &'a [u8],
+    limits: &Limits,
+    field: &str,
+) -> Result<Decoded<'a>, CoreError> {
+    if bytes.len() <= limits.max_trace_bytes {
+        if let Some(parts) = crate::wire::decode_trace(bytes) {
+            check_parts(&parts, limits, field)?;
+            return Ok(Decoded::Parts(parts));
+        }
+    }
+    decode_trace(bytes, limits, field).map(Decoded::Owned)
 }
 
 /// Decodes a serialized `Trace` (invalid bytes or UTF-8 are `INVALID_TRACE`) and checks limits.

@@ -1,4 +1,6 @@
 //! `expression`: a CEL expression over `calls`, `answer` and `metadata` evaluates to true (§9.23).
+use std::collections::HashMap;
+
 use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::expr::{ExprCall, Expression};
@@ -40,18 +42,19 @@ impl Check for ExpressionCheck {
             .iter()
             .enumerate()
             .map(|(i, c)| ExprCall {
-                name: &c.name,
+                name: c.name,
                 args: match t.args(i) {
                     Args::Parsed(v) => Some(v),
                     _ => None,
                 },
-                result: c.result.as_deref().unwrap_or(""),
+                result: c.result.unwrap_or(""),
                 error: c.error,
                 position: (i + 1) as u32,
             })
             .collect();
-        let trace = t.trace();
-        match self.program.evaluate(&calls, &trace.final_answer, &trace.metadata) {
+        let metadata: HashMap<String, String> =
+            t.metadata().iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect();
+        match self.program.evaluate(&calls, t.final_answer(), &metadata) {
             Ok(true) => Outcome::pass(vec![]),
             Ok(false) => Outcome::fail(
                 Reason::ExpressionFalse,

@@ -44,7 +44,7 @@ impl Grounding {
     fn evidence<'t>(&self, t: &TraceView<'t>, need_values: bool) -> Evidence<'t> {
         let mut ev = Evidence { raw: Vec::new(), strings: Vec::new(), numbers: Vec::new() };
         for call in t.calls() {
-            let Some(text) = call.result.as_deref() else { continue };
+            let Some(text) = call.result else { continue };
             ev.raw.push(text);
             if self.numbers {
                 ev.numbers.extend(number_tokens(text));
@@ -112,7 +112,7 @@ fn number_tokens(text: &str) -> Vec<Number> {
 
 impl Check for Grounding {
     fn check(&self, t: &TraceView<'_>) -> Outcome {
-        let answer = t.trace().final_answer.as_str();
+        let answer = t.final_answer();
         let stated: Vec<&String> =
             self.values.iter().filter(|v| answer.contains(v.as_str())).collect();
         let stated_numbers = if self.numbers { number_tokens(answer) } else { Vec::new() };

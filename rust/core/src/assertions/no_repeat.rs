@@ -32,11 +32,11 @@ impl Check for NoRepeat {
         // are parsed and compared exactly.
         let mut keyed: Vec<(u64, &str, usize)> = Vec::with_capacity(t.len());
         for (i, call) in t.calls().iter().enumerate() {
-            if !self.tools.is_empty() && !self.tools.contains(&call.name) {
+            if !self.tools.is_empty() && !self.tools.iter().any(|t| t == call.name) {
                 continue;
             }
             // Unrecorded or invalid arguments are never identical to anything (§9.20).
-            let Some(text) = call.arguments_json.as_deref() else { continue };
+            let Some(text) = call.arguments_json else { continue };
             let fp = match fingerprint(text) {
                 Some(fp) => fp,
                 None => match t.args(i) {
@@ -44,7 +44,7 @@ impl Check for NoRepeat {
                     _ => continue,
                 },
             };
-            keyed.push((fp, call.name.as_str(), i));
+            keyed.push((fp, call.name, i));
         }
         // Sorting brings equal (fingerprint, name) keys together, calls in order within each.
         keyed.sort_unstable();

@@ -17,8 +17,7 @@ struct Step {
 
 impl Step {
     fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
-        self.name.is_match(&t.calls()[i].name)
-            && self.args.as_ref().is_none_or(|m| m.is_match(t, i))
+        self.name.is_match(t.calls()[i].name) && self.args.as_ref().is_none_or(|m| m.is_match(t, i))
     }
 }
 
@@ -102,7 +101,7 @@ impl Sequence {
         let n = self.steps.len();
         let common = n.min(t.len());
         if let Some(k) = (0..common).find(|&k| !self.steps[k].matches(t, k)) {
-            let name = &t.calls()[k].name;
+            let name = t.calls()[k].name;
             let what = if self.steps[k].name.is_match(name) {
                 format!("call {} ({name}) does not match the arguments of step {}", k + 1, k + 1)
             } else {

@@ -57,7 +57,7 @@ impl Check for ToolCount {
             .calls()
             .iter()
             .enumerate()
-            .filter(|(_, c)| self.matcher.is_match(&c.name))
+            .filter(|(_, c)| self.matcher.is_match(c.name))
             .map(|(i, _)| pos(i))
             .collect();
         let n = counted.len() as u64;

@@ -39,10 +39,10 @@ impl Check for ToolList {
         let mut offenders = Vec::new();
         let mut names: Vec<&str> = Vec::new();
         for (i, call) in t.calls().iter().enumerate() {
-            let listed = self.globs.iter().any(|g| g.is_match(&call.name));
+            let listed = self.globs.iter().any(|g| g.is_match(call.name));
             if listed != self.allow {
                 offenders.push(pos(i));
-                names.push(&call.name);
+                names.push(call.name);
             }
         }
         if offenders.is_empty() {

@@ -211,7 +211,8 @@ impl Number {
         if self.digits.is_empty() {
             return Some(0);
         }
-        if self.exponent < 0 || self.exponent > 19 || self.digits.len() as i64 + self.exponent > 19 {
+        if self.exponent < 0 || self.exponent > 19 || self.digits.len() as i64 + self.exponent > 19
+        {
             return None;
         }
         let mut text = String::with_capacity(21);

@@ -1,0 +1,29 @@
+//! A fixed amount of grading work for profilers (callgrind counts are deterministic):
+//! `cargo build --release --example grade_loop -p trajgrade-core`, then
+//! `valgrind --tool=callgrind target/release/examples/grade_loop 200` (default 20 000 traces),
+//! or `grade_loop N floor` for the prost decode-only floor.
+#[path = "../benches/workload.rs"]
+mod workload;
+
+use prost::Message;
+use trajgrade_core::proto::v1::Trace;
+use trajgrade_core::{Grader, Limits};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let floor = args.next().as_deref() == Some("floor");
+    let traces: Vec<Vec<u8>> =
+        workload::traces(n, 1234).iter().map(Message::encode_to_vec).collect();
+    let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
+    let start = std::time::Instant::now();
+    let bytes = if floor {
+        refs.iter().filter(|t| Trace::decode(**t).is_ok()).count()
+    } else {
+        let grader = Grader::new(Limits::default(), 1);
+        let suite = grader.compile_suite(&workload::suite().encode_to_vec()).expect("valid");
+        grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
+    };
+    let secs = start.elapsed().as_secs_f64();
+    println!("{n} traces in {secs:.3}s: {:.0}/s ({bytes})", n as f64 / secs);
+}

@@ -1,0 +1,323 @@
+//! Borrowed protobuf decoding of `Trace` (no string copies) and direct encoding of outcomes.
+//!
+//! The decoder accepts only what prost accepts, with the same meaning (last value of a scalar
+//! field wins, `calls` append, unknown fields skipped, strings must be UTF-8). Anything it does
+//! not handle (groups, malformed input) returns `None` and the caller decodes with prost, so
+//! errors and edge cases keep prost's exact behaviour and messages.
+use crate::trace::Call;
+
+/// The fields of a `Trace` that grading reads, borrowed from the encoded bytes.
+#[derive(Debug, Default)]
+pub struct TraceParts<'a> {
+    pub id: &'a str,
+    pub calls: Vec<Call<'a>>,
+    pub final_answer: &'a str,
+    /// Map entries in wire order; a later duplicate key wins.
+    pub metadata: Vec<(&'a str, &'a str)>,
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    #[inline]
+    fn varint(&mut self) -> Option<u64> {
+        let mut v: u64 = 0;
+        for k in 0..10 {
+            let byte = *self.b.get(self.i)?;
+            self.i += 1;
+            if k == 9 && byte > 1 {
+                return None;
+            }
+            v |= u64::from(byte & 0x7F) << (7 * k);
+            if byte < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// `(field number, wire type)`; `None` for what prost rejects.
+    #[inline]
+    fn key(&mut self) -> Option<(u32, u8)> {
+        let key = self.varint()?;
+        if key > u64::from(u32::MAX) {
+            return None;
+        }
+        let wire = (key & 7) as u8;
+        let tag = (key >> 3) as u32;
+        if wire > 5 || tag == 0 {
+            return None;
+        }
+        Some((tag, wire))
+    }
+
+    #[inline]
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.varint()?).ok()?;
+        let end = self.i.checked_add(len)?;
+        let out = self.b.get(self.i..end)?;
+        self.i = end;
+        Some(out)
+    }
+
+    #[inline]
+    fn string(&mut self, wire: u8) -> Option<&'a str> {
+        if wire != 2 {
+            return None;
+        }
+        std::str::from_utf8(self.bytes()?).ok()
+    }
+
+    /// Skips an unknown field (groups are left to prost).
+    fn skip(&mut self, wire: u8) -> Option<()> {
+        match wire {
+            0 => {
+                self.varint()?;
+            }
+            1 => self.advance(8)?,
+            2 => {
+                self.bytes()?;
+            }
+            5 => self.advance(4)?,
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn advance(&mut self, n: usize) -> Option<()> {
+        let end = self.i.checked_add(n)?;
+        if end > self.b.len() {
+            return None;
+        }
+        self.i = end;
+        Some(())
+    }
+
+    fn done(&self) -> bool {
+        self.i >= self.b.len()
+    }
+}
+
+/// Decodes a serialized `Trace` without copying its strings; `None` means "ask prost".
+pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut t = TraceParts::default();
+    while !r.done() {
+        let (tag, wire) = r.key()?;
+        match tag {
+            1 => t.id = r.string(wire)?,
+            2 => {
+                if wire != 2 {
+                    return None;
+                }
+                if t.calls.is_empty() {
+                    t.calls.reserve(16);
+                }
+                t.calls.push(decode_call(r.bytes()?)?);
+            }
+            3 => t.final_answer = r.string(wire)?,
+            4 => {
+                if wire != 2 {
+                    return None;
+                }
+                t.metadata.push(decode_entry(r.bytes()?)?);
+            }
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(t)
+}
+
+fn decode_call(bytes: &[u8]) -> Option<Call<'_>> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut c = Call::default();
+    while !r.done() {
+        let (tag, wire) = r.key()?;
+        match tag {
+            1 => c.name = r.string(wire)?,
+            2 => c.arguments_json = Some(r.string(wire)?),
+            3 => c.result = Some(r.string(wire)?),
+            4 | 6 | 7 => {
+                if wire != 0 {
+                    return None;
+                }
+                let v = r.varint()?;
+                if tag == 4 {
+                    c.error = v != 0;
+                }
+            }
+            5 => {
+                r.string(wire)?;
+            }
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(c)
+}
+
+fn decode_entry(bytes: &[u8]) -> Option<(&str, &str)> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let (mut k, mut v) = ("", "");
+    while !r.done() {
+        let (tag, wire) = r.key()?;
+        match tag {
+            1 => k = r.string(wire)?,
+            2 => v = r.string(wire)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Some((k, v))
+}
+
+/// The `id` (field 1) of a `Trace` that may not decode: the last readable value before the
+/// first malformed byte, or `""`.
+pub fn lenient_trace_id(bytes: &[u8]) -> String {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut id = "";
+    while !r.done() {
+        let Some((tag, wire)) = r.key() else { break };
+        if tag == 1 && wire == 2 {
+            match r.bytes() {
+                Some(b) => id = std::str::from_utf8(b).unwrap_or(id),
+                None => break,
+            }
+        } else if r.skip(wire).is_none() {
+            break;
+        }
+    }
+    id.to_owned()
+}
+
+/// A protobuf writer for the result messages (fields in tag order, defaults omitted: the
+/// bytes prost writes for the same message).
+pub struct Writer {
+    pub buf: Vec<u8>,
+}
+
+#[inline]
+pub fn varint_len(v: u64) -> usize {
+    // As prost: (highest set bit of (v | 1)) * 9 + 73, over 64.
+    (((v | 1).ilog2() * 9 + 73) / 64) as usize
+}
+
+/// Length of a length-delimited field with a 1-byte key, or 0 for an empty string.
+#[inline]
+pub fn str_field_len(s: &[u8]) -> usize {
+    if s.is_empty() {
+        0
+    } else {
+        1 + varint_len(s.len() as u64) + s.len()
+    }
+}
+
+/// Length of a varint field with a 1-byte key, or 0 for zero.
+#[inline]
+pub fn varint_field_len(v: u64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        1 + varint_len(v)
+    }
+}
+
+impl Writer {
+    pub fn with_capacity(n: usize) -> Self {
+        Writer { buf: Vec::with_capacity(n) }
+    }
+
+    #[inline]
+    pub fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+
+    #[inline]
+    pub fn key(&mut self, tag: u32, wire: u8) {
+        self.varint(u64::from(tag << 3 | u32::from(wire)));
+    }
+
+    /// A string or bytes field; nothing for an empty value.
+    #[inline]
+    pub fn str_field(&mut self, tag: u32, s: &[u8]) {
+        if !s.is_empty() {
+            self.key(tag, 2);
+            self.varint(s.len() as u64);
+            self.buf.extend_from_slice(s);
+        }
+    }
+
+    /// A varint field; nothing for zero.
+    #[inline]
+    pub fn varint_field(&mut self, tag: u32, v: u64) {
+        if v != 0 {
+            self.key(tag, 0);
+            self.varint(v);
+        }
+    }
+
+    /// The header of an embedded message of `len` bytes (always written: presence).
+    #[inline]
+    pub fn message_header(&mut self, tag: u32, len: usize) {
+        self.key(tag, 2);
+        self.varint(len as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prost::Message;
+
+    use super::{decode_trace, varint_len};
+    use crate::proto::v1::{ToolCall, Trace};
+
+    #[test]
+    fn varint_len_matches_prost() {
+        for v in [0u64, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
+            assert_eq!(varint_len(v), prost::encoding::encoded_len_varint(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn borrowed_decode_agrees_with_prost() {
+        let t = Trace {
+            id: "t".to_owned(),
+            calls: vec![
+                ToolCall {
+                    name: "a".to_owned(),
+                    arguments_json: Some(String::new()),
+                    result: None,
+                    error: true,
+                    id: "c1".to_owned(),
+                    start_time_unix_nano: 5,
+                    end_time_unix_nano: u64::MAX,
+                },
+                ToolCall::default(),
+            ],
+            final_answer: "ok".to_owned(),
+            metadata: [("k".to_owned(), "v".to_owned())].into_iter().collect(),
+        };
+        let bytes = t.encode_to_vec();
+        let p = decode_trace(&bytes).expect("decodes");
+        assert_eq!((p.id, p.final_answer, p.metadata.as_slice()), ("t", "ok", &[("k", "v")][..]));
+        assert_eq!(p.calls.len(), 2);
+        assert_eq!(
+            (p.calls[0].name, p.calls[0].arguments_json, p.calls[0].result, p.calls[0].error),
+            ("a", Some(""), None, true)
+        );
+        // Whatever prost rejects, the borrowed decoder rejects too (then prost reports it).
+        for bad in [&b"\x0a"[..], b"\x0a\x01\xff", b"\x12\x02\x0a\x05", b"\x00", b"\x08\x01"] {
+            assert!(Trace::decode(bad).is_err() && decode_trace(bad).is_none(), "{bad:?}");
+        }
+        // Unknown fields are skipped, later scalars win, as prost does.
+        let odd = b"\x0a\x01x\x0a\x01y\x50\x07\x1a\x01z";
+        let p = decode_trace(odd).expect("decodes");
+        let q = Trace::decode(&odd[..]).expect("prost decodes");
+        assert_eq!((p.id, p.final_answer), (q.id.as_str(), q.final_answer.as_str()));
+    }
+}
