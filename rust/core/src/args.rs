@@ -189,10 +189,18 @@ impl ArgsMatcher {
     pub fn is_match(&self, t: &TraceView<'_>, i: usize) -> bool {
         match self {
             ArgsMatcher::Ignore => true,
-            ArgsMatcher::Compare(cmp) => match t.args(i) {
-                Args::Parsed(v) => cmp.is_match(v),
-                _ => false,
-            },
+            ArgsMatcher::Compare(cmp) => {
+                // Straight from the text while no other matcher needed the parsed value.
+                if let (None, Some(text)) = (t.parsed_args(i), t.calls()[i].arguments_json) {
+                    if let Some(m) = cmp.is_match_text(text, t.max_depth()) {
+                        return m;
+                    }
+                }
+                match t.args(i) {
+                    Args::Parsed(v) => cmp.is_match(v),
+                    _ => false,
+                }
+            }
             ArgsMatcher::Regex { regex, .. } => t.canonical(i).is_some_and(|s| regex.is_match(s)),
         }
     }
@@ -219,6 +227,17 @@ impl Comparison {
 
     pub fn is_match(&self, actual: &Value) -> bool {
         compare::matches(&self.expected, &self.prepare(actual), self.mode)
+    }
+
+    /// As [`Comparison::is_match`] on the parsed `text`, without parsing it; `None` when the
+    /// text is not valid JSON (the caller parses it for the error) or when ignore paths or
+    /// defaults must rewrite the actual side first.
+    pub fn is_match_text(&self, text: &str, max_depth: usize) -> Option<bool> {
+        if !self.ignore.is_empty() || self.defaults.is_some() {
+            return None;
+        }
+        let text = if text.is_empty() { "{}" } else { text };
+        json::text::matches_text(&self.expected, text, self.mode, max_depth)
     }
 
     pub fn check(&self, actual: &Value) -> CallMatch<'static> {

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod fingerprint;
 pub mod parse;
 pub mod path;
+pub mod text;
 pub mod value;
 
 pub use parse::{parse, ParseError};
