@@ -469,4 +469,119 @@ mod tests {
             other => panic!("expected an item error, got {other:?}"),
         }
     }
+
+    fn outcome_of(bytes: &[u8]) -> trace_outcome::Outcome {
+        TraceOutcome::decode(bytes).expect("decodes").outcome.expect("set")
+    }
+
+    #[test]
+    fn one_undecodable_trace_does_not_sink_the_batch() {
+        let g = Grader::new(Limits::default(), 2);
+        // traces[1] has a name that is not UTF-8 (and id "bad"): prost would reject the batch.
+        let mut raw = BatchGradeTracesRequest {
+            suite_ref: Some(batch_grade_traces_request::SuiteRef::Suite(suite())),
+            traces: vec![trace("t0", &["a"])],
+        }
+        .encode_to_vec();
+        let bad_trace = b"\x0a\x03bad\x12\x03\x0a\x01\xff";
+        raw.push(0x1a);
+        raw.push(bad_trace.len() as u8);
+        raw.extend_from_slice(bad_trace);
+        raw.extend(
+            BatchGradeTracesRequest { suite_ref: None, traces: vec![trace("t2", &["b"])] }
+                .encode_to_vec(),
+        );
+        let resp = BatchGradeTracesResponse::decode(
+            g.grade_batch_request(&raw).expect("graded").as_slice(),
+        )
+        .expect("decodes");
+        assert_eq!(resp.outcomes.len(), 3);
+        match &resp.outcomes[1].outcome {
+            Some(trace_outcome::Outcome::Error(e)) => assert_eq!(
+                (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str()),
+                ("bad", "INVALID_TRACE", "traces[1]")
+            ),
+            other => panic!("expected an item error, got {other:?}"),
+        }
+        assert!(matches!(resp.outcomes[2].outcome, Some(trace_outcome::Outcome::Result(_))));
+        // The same through grade_traces: the id is read leniently.
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        match outcome_of(&g.grade_traces(&compiled, &[bad_trace])[0]) {
+            trace_outcome::Outcome::Error(e) => assert_eq!(e.trace_id, "bad"),
+            other => panic!("expected an item error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_panic_is_that_items_internal_error() {
+        let out = super::guarded(|| panic!("boom"), || "t9".to_owned(), 4, "traces");
+        match outcome_of(&out) {
+            trace_outcome::Outcome::Error(e) => assert_eq!(
+                (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str(), e.message.as_str()),
+                ("t9", "INTERNAL", "traces[4]", "internal error")
+            ),
+            other => panic!("expected an item error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn registered_suites_survive_inline_traffic_and_evict_lru() {
+        let g = Grader::new(Limits { suite_cache_size: 1, ..Limits::default() }, 1)
+            .with_max_registered_suites(2);
+        let numbered = |n: usize| -> Vec<u8> {
+            let json =
+                format!(r#"{{"name":"s{n}","assertions":[{{"tool_called":{{"tool":"a"}}}}]}}"#);
+            serde_json::from_str::<Suite>(&json).expect("decodes").encode_to_vec()
+        };
+        let r0 = g.register_suite(&numbered(0)).expect("registers");
+        for n in 10..20 {
+            g.compile_suite(&numbered(n)).expect("compiles");
+        }
+        assert!(g.get_suite(&r0).is_some(), "inline suites evicted a registered one");
+        let r1 = g.register_suite(&numbered(1)).expect("registers");
+        assert!(g.get_suite(&r0).is_some()); // r0 is now the most recently used
+        let r2 = g.register_suite(&numbered(2)).expect("registers");
+        assert!(g.get_suite(&r1).is_none(), "the least recently used registered suite goes");
+        assert!(g.get_suite(&r0).is_some() && g.get_suite(&r2).is_some());
+    }
+
+    #[test]
+    fn json_lines() {
+        let g = Grader::new(Limits::default(), 2);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let lines: [&[u8]; 3] = [
+            br#"{"id":"j0","calls":[{"name":"a","argumentsJson":"{}"}],"final_answer":"x"}"#,
+            br#"{"id":"j1","calls":[{"nam":"a"}]}"#,
+            b"not json",
+        ];
+        let out = g.grade_json_traces(&compiled, &lines);
+        let t0 = trace("j0", &["a"]);
+        let mut t0 = t0;
+        t0.calls[0].arguments_json = Some("{}".to_owned());
+        t0.final_answer = "x".to_owned();
+        assert_eq!(out[0], g.grade_traces(&compiled, &[&t0.encode_to_vec()])[0]);
+        match outcome_of(&out[1]) {
+            trace_outcome::Outcome::Error(e) => {
+                assert_eq!((e.trace_id.as_str(), e.field.as_str()), ("j1", "lines[1]"));
+                assert_eq!(e.reason_code, "INVALID_TRACE");
+                assert!(e.message.contains("nam"), "{}", e.message);
+            }
+            other => panic!("expected an item error, got {other:?}"),
+        }
+        let rows = g.grade_json_traces_to_json(&compiled, &lines);
+        let id = compiled.id();
+        assert_eq!(
+            String::from_utf8(rows[0].clone()).expect("utf-8"),
+            format!(
+                "{{\"trace_id\":\"j0\",\"suite_id\":\"{id}\",\"verdict\":\"VERDICT_PASS\",\"score\":1.0,\"soft_failures\":0,\"results\":[{{\"name\":\"tool_called:a\",\"status\":\"ASSERTION_STATUS_PASS\",\"severity\":\"SEVERITY_HARD\",\"reason_code\":\"\",\"reason\":\"\",\"positions\":[1]}}]}}\n"
+            )
+        );
+        let row2 = String::from_utf8(rows[2].clone()).expect("utf-8");
+        assert!(
+            row2.starts_with(&format!(
+                "{{\"trace_id\":\"\",\"suite_id\":\"{id}\",\"error\":{{\"reason_code\":\"INVALID_TRACE\",\"field\":\"lines[2]\",\"message\":\""
+            )),
+            "{row2}"
+        );
+    }
 }
