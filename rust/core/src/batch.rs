@@ -508,7 +508,9 @@ mod tests {
         let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
         match outcome_of(&g.grade_traces(&compiled, &[bad_trace])[0]) {
             trace_outcome::Outcome::Error(e) => assert_eq!(e.trace_id, "bad"),
-            other => panic!("expected an item error, got {other:?}"),
+            other @ trace_outcome::Outcome::Result(_) => {
+                panic!("expected an item error, got {other:?}")
+            }
         }
     }
 
@@ -520,7 +522,9 @@ mod tests {
                 (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str(), e.message.as_str()),
                 ("t9", "INTERNAL", "traces[4]", "internal error")
             ),
-            other => panic!("expected an item error, got {other:?}"),
+            other @ trace_outcome::Outcome::Result(_) => {
+                panic!("expected an item error, got {other:?}")
+            }
         }
     }
 
@@ -566,7 +570,9 @@ mod tests {
                 assert_eq!(e.reason_code, "INVALID_TRACE");
                 assert!(e.message.contains("nam"), "{}", e.message);
             }
-            other => panic!("expected an item error, got {other:?}"),
+            other @ trace_outcome::Outcome::Result(_) => {
+                panic!("expected an item error, got {other:?}")
+            }
         }
         let rows = g.grade_json_traces_to_json(&compiled, &lines);
         let id = compiled.id();
@@ -576,12 +582,12 @@ mod tests {
                 "{{\"trace_id\":\"j0\",\"suite_id\":\"{id}\",\"verdict\":\"VERDICT_PASS\",\"score\":1.0,\"soft_failures\":0,\"results\":[{{\"name\":\"tool_called:a\",\"status\":\"ASSERTION_STATUS_PASS\",\"severity\":\"SEVERITY_HARD\",\"reason_code\":\"\",\"reason\":\"\",\"positions\":[1]}}]}}\n"
             )
         );
-        let row2 = String::from_utf8(rows[2].clone()).expect("utf-8");
+        let error_row = String::from_utf8(rows[2].clone()).expect("utf-8");
         assert!(
-            row2.starts_with(&format!(
+            error_row.starts_with(&format!(
                 "{{\"trace_id\":\"\",\"suite_id\":\"{id}\",\"error\":{{\"reason_code\":\"INVALID_TRACE\",\"field\":\"lines[2]\",\"message\":\""
             )),
-            "{row2}"
+            "{error_row}"
         );
     }
 }
