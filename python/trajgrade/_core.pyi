@@ -135,5 +135,9 @@ class Grader:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`."""
     def grade_traces(self, suite: CompiledSuite, traces: list[bytes]) -> list[bytes]:
         """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each."""
+    def grade_json_traces(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
+        """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
+    def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
+        """As `grade_json_traces`, but each output is the regrade JSONL row, newline included."""
     def decode_only(self, traces: list[bytes]) -> int:
         """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""

@@ -260,6 +260,33 @@ impl PyGrader {
         Ok(bytes_list(py, &out))
     }
 
+    /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized
+    /// `TraceOutcome` each; a line that does not decode is that line's `ItemError`.
+    fn grade_json_traces<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        lines: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out = run_detached(py, move || grader.grade_json_traces(&suite, &borrow(&lines)))?;
+        Ok(bytes_list(py, &out))
+    }
+
+    /// As `grade_json_traces`, but each output is the regrade JSONL row (docs/regrade.md),
+    /// newline included, so bulk regrading does no per-trace work in Python.
+    fn grade_json_traces_to_json<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        lines: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out =
+            run_detached(py, move || grader.grade_json_traces_to_json(&suite, &borrow(&lines)))?;
+        Ok(bytes_list(py, &out))
+    }
+
     /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)
     /// and returns how many decoded.
     #[allow(clippy::unused_self)] // a method so the bench calls it on the grader it measures
