@@ -1,7 +1,7 @@
 //! A fixed amount of grading work for profilers (callgrind counts are deterministic):
 //! `cargo build --release --example grade_loop -p trajgrade-core`, then
 //! `valgrind --tool=callgrind target/release/examples/grade_loop 200` (default 20 000 traces),
-//! or `grade_loop N floor` for the prost decode-only floor.
+//! `grade_loop N floor` for the prost decode-only floor, `grade_loop N threads T` for a pool of T.
 #[path = "../benches/workload.rs"]
 mod workload;
 
@@ -12,7 +12,13 @@ use trajgrade_core::{Grader, Limits};
 fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
-    let floor = args.next().as_deref() == Some("floor");
+    let mode = args.next();
+    let floor = mode.as_deref() == Some("floor");
+    let threads: usize = if mode.as_deref() == Some("threads") {
+        args.next().and_then(|a| a.parse().ok()).unwrap_or(1)
+    } else {
+        1
+    };
     let traces: Vec<Vec<u8>> =
         workload::traces(n, 1234).iter().map(Message::encode_to_vec).collect();
     let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
@@ -20,7 +26,7 @@ fn main() {
     let bytes = if floor {
         refs.iter().filter(|t| Trace::decode(**t).is_ok()).count()
     } else {
-        let grader = Grader::new(Limits::default(), 1);
+        let grader = Grader::new(Limits::default(), threads);
         let suite = grader.compile_suite(&workload::suite().encode_to_vec()).expect("valid");
         grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
     };

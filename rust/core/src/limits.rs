@@ -17,7 +17,8 @@ pub struct Limits {
     pub max_assertions_per_suite: usize,
     /// Largest encoded `Suite` in bytes (default 4 MiB).
     pub max_suite_bytes: usize,
-    /// Compiled suites kept in memory, least recently used evicted first (default 1 024).
+    /// Inline-compiled suites kept in memory, least recently used evicted first (default
+    /// 1 024). Registered suites are kept apart (`Grader::with_max_registered_suites`).
     pub suite_cache_size: usize,
     /// Most traces in one batch request (default 10 000).
     pub max_batch_items: usize,
