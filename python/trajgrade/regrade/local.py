@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from trajgrade import _core
-from trajgrade.regrade.source import Chunk
+from trajgrade.regrade.output import ERROR_MARKER, failure_row, jsonl_line, outcome_row
+from trajgrade.regrade.source import Chunk, ReadFailure
+from trajgrade.regrade.tracejson import TraceJsonError, peek_trace_id, trace_bytes
+
+_FIRST_TRACE = re.compile(r"^traces\[0\]")
 
 
 class LocalBackend:
-    """Grades each chunk with CompiledSuite.grade_batch on the grader's own thread pool."""
+    """Grades each chunk on the grader's own thread pool.
+
+    Native JSONL chunks (raw_lines) go to the core undecoded (grade_json_traces_to_json): the
+    core decodes the lines and writes each JSONL row in parallel; other chunks are serialized
+    Traces for CompiledSuite.grade_batch.
+    """
+
+    raw_lines = True
 
     def __init__(self, suite_bytes: bytes, threads: int = 0) -> None:
         self._grader = _core.Grader(threads=threads)
@@ -17,11 +29,40 @@ class LocalBackend:
         self.suite_id = self._suite.suite_id
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-        """Each chunk with its outcomes filled in (one per trace item, in order)."""
+        """Each chunk with its outcomes (or, for raw lines, its rows) filled in, in order."""
         for chunk in chunks:
+            if chunk.raw_lines:
+                lines = [item for item in chunk.items if isinstance(item, bytes)]
+                chunk.rows = self._grader.grade_json_traces_to_json(self._suite, lines)
+                self._fix_errors(chunk, chunk.rows)
+                yield chunk
+                continue
             traces = [item for item in chunk.items if isinstance(item, bytes)]
             chunk.outcomes = self._suite.grade_batch(traces) if traces else []
             yield chunk
+
+    def _fix_errors(self, chunk: Chunk, rows: list[bytes]) -> None:
+        """Rewrite the (rare) error rows as documented: `file:line N`, json_format's message.
+
+        A line the core could not grade is decoded again by the Python path (the protobuf JSON
+        mapping, exactly as before): its error row, or its graded row if that path accepts it.
+        """
+        for i, row in enumerate(rows):
+            if ERROR_MARKER not in row:
+                continue
+            line = chunk.items[i]
+            assert isinstance(line, bytes)
+            try:
+                payload = trace_bytes(line)
+            except TraceJsonError as exc:
+                failure = ReadFailure(peek_trace_id(line), chunk.where(i), str(exc))
+                rows[i] = jsonl_line(failure_row(failure, self.suite_id))
+                continue
+            fixed = outcome_row(self._suite.grade_batch([payload])[0], self.suite_id)
+            if fixed["error"] is not None:
+                error = fixed["error"]
+                error["field"] = _FIRST_TRACE.sub(chunk.where(i), error["field"])
+            rows[i] = jsonl_line(fixed)
 
     def close(self) -> None:
         """Nothing to release: the grader's pool goes with the object."""

@@ -152,7 +152,13 @@ def run_pipeline(
     graded_q: queue.Queue[Chunk | _Failed | _Done] = queue.Queue(QUEUE_DEPTH)
     reader = threading.Thread(
         target=_pump,
-        args=(read_chunks(files, chunk_size, state.position), read_q, stop),
+        args=(
+            read_chunks(
+                files, chunk_size, state.position, raw_lines=getattr(backend, "raw_lines", False)
+            ),
+            read_q,
+            stop,
+        ),
         name="trajgrade-regrade-reader",
         daemon=True,
     )
@@ -175,9 +181,13 @@ def run_pipeline(
         grader.start()
         try:
             for chunk in _drain(graded_q, stop):
-                rows = chunk_rows(chunk, backend.suite_id)
-                summary.add(rows)
-                state.commit(rows, chunk.end, summary)
+                if chunk.rows is not None:  # JSONL rows straight from the core
+                    summary.add_jsonl(chunk.rows)
+                    state.commit(chunk.rows, chunk.end, summary)
+                else:
+                    rows = chunk_rows(chunk, backend.suite_id)
+                    summary.add(rows)
+                    state.commit(rows, chunk.end, summary)
                 progress.update(task, advance=chunk.bytes_read, traces=summary.traces)
                 if on_commit is not None:
                     on_commit(summary.traces)

@@ -101,7 +101,7 @@ class RunState:
         state.directory.mkdir(parents=True)
         return state
 
-    def commit(self, rows: list[Row], position: Position, summary: Summary) -> None:
+    def commit(self, rows: list[Row] | list[bytes], position: Position, summary: Summary) -> None:
         """Make one more chunk durable, then advance the manifest past it."""
         index = self.chunks
         final = self.part(index)

@@ -60,6 +60,20 @@ class Chunk:
     index: int = 0
     # Filled in by the grading stage: one TraceOutcome (bytes) per item.
     outcomes: list[bytes] = field(default_factory=list)
+    # Raw native JSONL chunks (read_chunks(raw_lines=True)): every item is one line's bytes and
+    # line_nos[i] its line number (-1 when unknown after a resume); the grading stage fills
+    # `rows` with each item's JSONL result row (docs/regrade.md) instead of `outcomes`.
+    raw_lines: bool = False
+    source: str = ""
+    line_nos: list[int] = field(default_factory=list)
+    rows: list[bytes] | None = None
+
+    def where(self, i: int) -> str:
+        """The error `field` of raw item i: `file:line N` (or `file:trace N` after a resume)."""
+        line_no = self.line_nos[i]
+        if line_no > 0:
+            return f"{self.source}:line {line_no}"
+        return f"{self.source}:trace {self.end.traces - len(self.items) + i + 1}"
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,31 @@ def resolve_inputs(paths: Sequence[str], requested: str) -> list[InputFile]:
             )
         )
     return files
+
+
+def _jsonl_raw(
+    file: InputFile, offset: int, chunk_size: int
+) -> Iterator[tuple[list[bytes | ReadFailure], int, int, list[int]]]:
+    """(lines, end offset, bytes read, line numbers) per chunk of a native JSONL file."""
+    with open(file.path, "rb") as handle:
+        handle.seek(offset)
+        items: list[bytes | ReadFailure] = []
+        where: list[int] = []
+        start = offset
+        line_no = 0 if offset == 0 else -1  # line numbers are exact only from the start
+        for line in handle:
+            offset += len(line)
+            if line_no >= 0:
+                line_no += 1
+            if line.isspace():
+                continue
+            items.append(line)
+            where.append(line_no)
+            if len(items) >= chunk_size:
+                yield items, offset, offset - start, where
+                items, where, start = [], [], offset
+        if items:
+            yield items, offset, offset - start, where
 
 
 def _jsonl(
@@ -225,14 +264,31 @@ def _imported(
 
 
 def read_chunks(
-    files: Sequence[InputFile], chunk_size: int, start: Position | None = None
+    files: Sequence[InputFile],
+    chunk_size: int,
+    start: Position | None = None,
+    *,
+    raw_lines: bool = False,
 ) -> Iterator[Chunk]:
-    """Every input record in order, in chunks of at most chunk_size, starting after `start`."""
+    """Every input record in order, in chunks of at most chunk_size, starting after `start`.
+
+    With raw_lines, native JSONL chunks carry the undecoded lines (Chunk.raw_lines) for a
+    backend that decodes them itself (the core's grade_json_traces_to_json).
+    """
     start = start or Position()
     traces = start.traces
     for index in range(start.file, len(files)):
         file = files[index]
         offset = start.offset if index == start.file else 0
+        if file.format == "jsonl" and raw_lines:
+            name = Path(file.path).name
+            for items, end, read, line_nos in _jsonl_raw(file, offset, chunk_size):
+                traces += len(items)
+                yield Chunk(
+                    items, Position(index, end, traces), read, raw_lines=True, source=name,
+                    line_nos=line_nos,
+                )  # fmt: skip
+            continue
         if file.format == "jsonl":
             parts = _jsonl(file, index, offset, chunk_size, traces)
         elif file.format == "parquet":
