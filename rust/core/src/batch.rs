@@ -29,6 +29,30 @@ pub struct Grader {
     pool: rayon::ThreadPool,
     suites: SuiteCache,
     registered: SuiteCache,
+    /// SHA-256 of an inline suite's bytes exactly as they appeared in a request → its suite id
+    /// (same capacity as the inline LRU). A hit is used only while that id is still cached, so
+    /// it never changes which suite a request gets, only skips decoding and hashing it.
+    raw_suites: Mutex<LruCache<[u8; 32], String>>,
+}
+
+/// `GradeTraceRequest` without its suite (fields 2 and 3 skipped as unknown): decoded when the
+/// inline suite's raw bytes are already known.
+#[derive(Clone, PartialEq, prost::Message)]
+struct TraceOnlyRequest {
+    #[prost(message, optional, tag = "1")]
+    trace: Option<Trace>,
+}
+
+/// `BatchGradeTracesRequest` without its suite (fields 1 and 2 skipped as unknown).
+#[derive(Clone, PartialEq, prost::Message)]
+struct TracesOnlyEnvelope {
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    traces: Vec<Vec<u8>>,
+}
+
+fn raw_key(suite_bytes: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(suite_bytes).into()
 }
 
 /// `BatchGradeTracesRequest` with each trace left as bytes (same field numbers), so one
@@ -78,6 +102,7 @@ impl Grader {
             pool,
             suites: Mutex::new(LruCache::new(cap)),
             registered: Mutex::new(LruCache::new(registered)),
+            raw_suites: Mutex::new(LruCache::new(cap)),
         }
     }
 
@@ -162,6 +187,15 @@ impl Grader {
     /// `TraceOutcome` per trace; a bad trace, undecodable ones included, becomes an `ItemError`).
     /// Err only for a bad envelope, too many traces, or a bad or unknown suite.
     pub fn grade_batch_request(&self, request: &[u8]) -> Result<Vec<u8>, CoreError> {
+        if let Some(suite) = self.raw_hit(request, 1, 2) {
+            if let Ok(req) = TracesOnlyEnvelope::decode(request) {
+                if req.traces.len() <= self.limits.max_batch_items {
+                    let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
+                    return Ok(encode_outcomes(&self.grade_traces(&suite, &refs)));
+                }
+            }
+        }
+        let raw = crate::wire::sole_message_field(request, 1, 2).map(raw_key);
         let req = BatchEnvelope::decode(request).map_err(|e| {
             CoreError::invalid_request("INVALID_REQUEST", String::new(), e.to_string())
         })?;
@@ -177,7 +211,7 @@ impl Grader {
             ));
         }
         let suite = match req.suite_ref {
-            Some(EnvelopeSuite::Suite(s)) => self.compile_decoded(s)?,
+            Some(EnvelopeSuite::Suite(s)) => self.compile_raw(s, raw)?,
             Some(EnvelopeSuite::SuiteId(id)) => self.find_suite(&id)?,
             None => return Err(missing_suite()),
         };
@@ -302,11 +336,20 @@ impl Grader {
     }
 
     fn grade_request(&self, bytes: &[u8]) -> Result<Vec<u8>, CoreError> {
+        if let Some(suite) = self.raw_hit(bytes, 2, 3) {
+            if let Ok(req) = TraceOnlyRequest::decode(bytes) {
+                let trace = req.trace.unwrap_or_default();
+                check_trace(&trace, &self.limits, "trace")?;
+                let result = suite.grade(&trace, &self.limits);
+                return Ok(GradeTraceResponse { result: Some(result) }.encode_to_vec());
+            }
+        }
+        let raw = crate::wire::sole_message_field(bytes, 2, 3).map(raw_key);
         let req = GradeTraceRequest::decode(bytes).map_err(|e| {
             CoreError::invalid_request("INVALID_REQUEST", String::new(), e.to_string())
         })?;
         let suite = match req.suite_ref {
-            Some(grade_trace_request::SuiteRef::Suite(s)) => self.compile_decoded(s)?,
+            Some(grade_trace_request::SuiteRef::Suite(s)) => self.compile_raw(s, raw)?,
             Some(grade_trace_request::SuiteRef::SuiteId(id)) => self.find_suite(&id)?,
             None => return Err(missing_suite()),
         };
@@ -327,6 +370,27 @@ impl Grader {
         Ok(compiled)
     }
 
+    /// The compiled suite for an inline suite whose raw bytes (field `tag` of `request`, the
+    /// only suite reference in it) were compiled before and whose id is still cached.
+    fn raw_hit(&self, request: &[u8], tag: u32, rival: u32) -> Option<Arc<CompiledSuite>> {
+        let raw = crate::wire::sole_message_field(request, tag, rival)?;
+        let id = lock_raw(&self.raw_suites).get(&raw_key(raw)).cloned()?;
+        self.get_suite(&id)
+    }
+
+    /// [`Grader::compile_decoded`], remembering the raw bytes' hash for [`Grader::raw_hit`].
+    fn compile_raw(
+        &self,
+        suite: Suite,
+        raw: Option<[u8; 32]>,
+    ) -> Result<Arc<CompiledSuite>, CoreError> {
+        let compiled = self.compile_decoded(suite)?;
+        if let Some(key) = raw {
+            lock_raw(&self.raw_suites).put(key, compiled.id().to_owned());
+        }
+        Ok(compiled)
+    }
+
     fn find_suite(&self, id: &str) -> Result<Arc<CompiledSuite>, CoreError> {
         self.get_suite(id).ok_or_else(|| CoreError::SuiteNotFound(id.to_owned()))
     }
@@ -334,6 +398,12 @@ impl Grader {
 
 fn lock(cache: &SuiteCache) -> std::sync::MutexGuard<'_, LruCache<String, Arc<CompiledSuite>>> {
     // A poisoned cache is still a valid cache: every entry is immutable.
+    cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_raw(
+    cache: &Mutex<LruCache<[u8; 32], String>>,
+) -> std::sync::MutexGuard<'_, LruCache<[u8; 32], String>> {
     cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
@@ -393,6 +463,69 @@ mod tests {
                 .map(|n| ToolCall { name: (*n).to_owned(), ..ToolCall::default() })
                 .collect(),
             ..Trace::default()
+        }
+    }
+
+    #[test]
+    fn inline_suites_are_cached_by_raw_bytes() {
+        let g = Grader::new(Limits { suite_cache_size: 1, ..Limits::default() }, 1);
+        let request = |t: Trace| {
+            GradeTraceRequest {
+                trace: Some(t),
+                suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+            }
+            .encode_to_vec()
+        };
+        let cold = Grader::new(Limits::default(), 1);
+        let mut bad = request(trace("t9", &["a"]));
+        // Invalid UTF-8 in the trace id: the same prost error with or without a cached suite.
+        let at = bad.windows(2).position(|w| w == b"t9").expect("id");
+        bad[at] = 0xFF;
+        let other = GradeTraceRequest {
+            trace: Some(trace("t3", &["b"])),
+            suite_ref: Some(grade_trace_request::SuiteRef::Suite(
+                serde_json::from_str(r#"{"assertions":[{"tool_called":{"tool":"b"}}]}"#)
+                    .expect("decodes"),
+            )),
+        }
+        .encode_to_vec();
+        let mut both = request(trace("t4", &["a"]));
+        both.extend(
+            GradeTraceRequest {
+                trace: None,
+                suite_ref: Some(grade_trace_request::SuiteRef::SuiteId("nope".to_owned())),
+            }
+            .encode_to_vec(),
+        );
+        let reqs = [
+            request(trace("t1", &["a"])),
+            request(trace("t2", &["b"])),
+            bad,
+            other,
+            request(trace("t5", &["a"])),
+            both,
+        ];
+        for r in &reqs {
+            let warm = g.grade_requests(&[r]).pop().expect("one");
+            let fresh = cold.grade_requests(&[r]).pop().expect("one");
+            match (warm, fresh) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{a:?} vs {b:?}"),
+            }
+        }
+        let batch = |id: &str| {
+            BatchGradeTracesRequest {
+                suite_ref: Some(batch_grade_traces_request::SuiteRef::Suite(suite())),
+                traces: vec![trace(id, &["a"]), trace("x", &[])],
+            }
+            .encode_to_vec()
+        };
+        for r in [batch("b1"), batch("b2")] {
+            assert_eq!(
+                g.grade_batch_request(&r).expect("grades"),
+                cold.grade_batch_request(&r).expect("grades")
+            );
         }
     }
 

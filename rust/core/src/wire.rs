@@ -191,6 +191,29 @@ pub fn lenient_trace_id(bytes: &[u8]) -> String {
     id.to_owned()
 }
 
+/// The raw payload of message field `tag` when the top level of `bytes` holds it exactly once
+/// (length-delimited) and never holds `rival` (the other member of its oneof); `None` for
+/// anything else, malformed bytes and groups included (the caller then decodes normally).
+pub fn sole_message_field(bytes: &[u8], tag: u32, rival: u32) -> Option<&[u8]> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut found = None;
+    while !r.done() {
+        let (t, wire) = r.key()?;
+        if t == rival {
+            return None;
+        }
+        if t == tag {
+            if wire != 2 || found.is_some() {
+                return None;
+            }
+            found = Some(r.bytes()?);
+        } else {
+            r.skip(wire)?;
+        }
+    }
+    found
+}
+
 /// A protobuf writer for the result messages (fields in tag order, defaults omitted: the
 /// bytes prost writes for the same message).
 pub struct Writer {
