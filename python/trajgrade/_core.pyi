@@ -115,8 +115,10 @@ class CompiledSuite:
 class Grader:
     """Limits, a dedicated thread pool and the compiled-suite cache; share one per process."""
 
-    def __new__(cls, limits: Limits | None = None, threads: int = 0) -> Grader:
-        """`threads` 0 means one per core."""
+    def __new__(
+        cls, limits: Limits | None = None, threads: int = 0, max_registered_suites: int = 10000
+    ) -> Grader:
+        """`threads` 0 means one per core; registered suites are kept apart from inline ones."""
     @property
     def limits(self) -> Limits:
         """The limits this grader applies."""

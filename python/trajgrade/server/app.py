@@ -45,7 +45,11 @@ def make_grader(settings: Settings) -> _core.Grader:
         suite_cache_size=settings.suite_cache_size,
         max_batch_items=settings.max_batch_items,
     )
-    return _core.Grader(limits, threads=settings.grade_threads)
+    return _core.Grader(
+        limits,
+        threads=settings.grade_threads,
+        max_registered_suites=settings.max_registered_suites,
+    )
 
 
 def _read(path: str) -> bytes:

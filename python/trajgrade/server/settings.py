@@ -98,7 +98,10 @@ class Settings:
     max_regex_bytes: int = _setting(MIB, "largest compiled regex program", int)
     max_assertions_per_suite: int = _setting(1_000, "most assertions in one suite", int)
     max_suite_bytes: int = _setting(4 * MIB, "largest encoded suite", int)
-    suite_cache_size: int = _setting(1_024, "compiled suites kept in memory (LRU)", int)
+    suite_cache_size: int = _setting(1_024, "inline suites kept compiled in memory (LRU)", int)
+    max_registered_suites: int = _setting(
+        10_000, "registered suites kept (LRU, apart from inline suites)", int
+    )
     max_batch_items: int = _setting(10_000, "most traces in one BatchGradeTraces call", int)
     # Lifecycle.
     grace_period_s: float = _setting(
@@ -154,6 +157,7 @@ class Settings:
             "max_assertions_per_suite",
             "max_suite_bytes",
             "suite_cache_size",
+            "max_registered_suites",
             "max_batch_items",
         ]
         for name in positive:

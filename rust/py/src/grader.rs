@@ -182,13 +182,25 @@ impl PyGrader {
     }
 }
 
+const _: () = assert!(trajgrade_core::DEFAULT_MAX_REGISTERED_SUITES == 10_000);
+
 #[pymethods]
 impl PyGrader {
     #[new]
-    #[pyo3(signature = (limits = None, threads = 0))]
-    fn new(limits: Option<&Bound<'_, PyLimits>>, threads: usize) -> Self {
+    #[pyo3(signature = (
+        limits = None,
+        threads = 0,
+        // A literal so Python sees the default (the const below keeps it equal to the core's).
+        max_registered_suites = 10_000,
+    ))]
+    fn new(
+        limits: Option<&Bound<'_, PyLimits>>,
+        threads: usize,
+        max_registered_suites: usize,
+    ) -> Self {
         let limits = limits.map_or_else(Limits::default, |l| l.get().to_core());
-        PyGrader { inner: Arc::new(Grader::new(limits, threads)), threads }
+        let grader = Grader::new(limits, threads).with_max_registered_suites(max_registered_suites);
+        PyGrader { inner: Arc::new(grader), threads }
     }
 
     #[getter]
