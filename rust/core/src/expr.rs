@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use cel::objects::{Key, Map};
-use cel::{Context, Env, Program, Value as CelValue};
+use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
 
 use crate::json::Value;
 
@@ -81,13 +81,71 @@ impl Expression {
         ctx.add_variable_from_value("metadata", CelValue::Map(Map { map: Arc::new(metadata) }));
         match self.program.execute(&ctx) {
             Ok(CelValue::Bool(b)) => Ok(b),
+            // A value holding a map is named by its type only: its Debug text follows `HashMap`
+            // order, which differs between runs.
+            Ok(other) if has_map(&other) => {
+                Err(format!("the expression evaluated to a {}, not a bool", other.type_of()))
+            }
             Ok(other) => Err(format!(
                 "the expression evaluated to {} ({}), not a bool",
                 other.type_of(),
                 short_debug(&other)
             )),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(error_text(&e)),
         }
+    }
+}
+
+/// Whether `v` holds a map anywhere (its Debug text would then depend on `HashMap` order).
+fn has_map(v: &CelValue) -> bool {
+    match v {
+        CelValue::Map(_) => true,
+        CelValue::List(items) => items.iter().any(has_map),
+        CelValue::Function(_, Some(target)) => has_map(target),
+        _ => false,
+    }
+}
+
+/// A value in an error message: its Debug text, or `<map>` / `<list>` when it holds a map.
+fn shown(v: &CelValue) -> String {
+    if has_map(v) {
+        format!("<{}>", v.type_of())
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// The evaluation error's text, deterministic: the crate's own message (same format strings),
+/// with every value that holds a map named by its type instead of its Debug text.
+#[allow(deprecated)]
+fn error_text(e: &ExecutionError) -> String {
+    use ExecutionError as E;
+    match e {
+        E::UnsupportedTargetType { target } => format!("Invalid argument type: {}", shown(target)),
+        E::NotSupportedAsMethod { method, target } => {
+            format!("Method '{method}' not supported on type '{}'", shown(target))
+        }
+        E::UnsupportedKeyType(v) => format!("Unable to use value '{}' as a key", shown(v)),
+        E::ValuesNotComparable(a, b) => format!("{} can not be compared to {}", shown(a), shown(b)),
+        E::UnsupportedUnaryOperator(op, v) => {
+            format!("Unsupported unary operator '{op}': {}", shown(v))
+        }
+        E::UnsupportedBinaryOperator(op, a, b) => {
+            format!("Unsupported binary operator '{op}': {}, {}", shown(a), shown(b))
+        }
+        E::UnsupportedMapIndex(v) => format!("Cannot use value as map index: {}", shown(v)),
+        E::UnsupportedListIndex(v) => format!("Cannot use value as list index: {}", shown(v)),
+        E::UnsupportedIndex(a, b) => {
+            format!("Cannot use value {} to index {}", shown(a), shown(b))
+        }
+        E::DivisionByZero(v) => format!("Division by zero of {}", shown(v)),
+        E::RemainderByZero(v) => format!("Remainder by zero of {}", shown(v)),
+        E::Overflow(op, a, b) => {
+            format!("Overflow from binary operator '{op}': {}, {}", shown(a), shown(b))
+        }
+        E::IndexOutOfBounds(v) => format!("Index out of bounds: {}", shown(v)),
+        E::DuplicateKey(v) => format!("Failed with repeated key: {}", shown(v)),
+        other => other.to_string(),
     }
 }
 
@@ -165,6 +223,33 @@ mod tests {
         let metadata: HashMap<String, String> =
             [("env".to_owned(), "prod".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
         Expression::compile(src)?.evaluate(&calls, "Your refund is on its way.", &metadata)
+    }
+
+    #[test]
+    fn messages_with_maps_are_deterministic() {
+        let calls =
+            [("f", Some(r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}"#), "", false)];
+        assert_eq!(
+            eval("calls[0].args", &calls),
+            Err("the expression evaluated to a map, not a bool".to_owned())
+        );
+        assert_eq!(
+            eval("[calls[0].args]", &calls),
+            Err("the expression evaluated to a list, not a bool".to_owned())
+        );
+        assert_eq!(
+            eval("calls[0].args + 1", &calls),
+            Err("Unsupported binary operator 'add': <map>, Int(1)".to_owned())
+        );
+        // Without a map the messages are the crate's own.
+        assert_eq!(
+            eval("[1, 2]", &calls),
+            Err("the expression evaluated to list (List([Int(1), Int(2)])), not a bool".to_owned())
+        );
+        assert_eq!(
+            eval("[1] + 1", &calls),
+            Err("Unsupported binary operator 'add': List([Int(1)]), Int(1)".to_owned())
+        );
     }
 
     #[test]
