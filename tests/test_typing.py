@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,18 @@ def test_compile_and_grade_every_input_form(tmp_path: Path) -> None:
         assert result.trace_id == "t-1"
         assert result.verdict == result_pb2.VERDICT_PASS
     assert trajgrade.compile_suite(path).suite_id == trajgrade.compile_suite(SUITE).suite_id
+
+
+def test_trace_from_a_path(tmp_path: Path) -> None:
+    compiled = trajgrade.compile_suite(SUITE)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(TRACE), encoding="utf-8")
+    by_path = compiled.grade(path)
+    assert by_path == compiled.grade(str(path)) == compiled.grade(TRACE)
+    assert by_path.verdict == result_pb2.VERDICT_PASS
+    # A str that is not an existing file stays JSON text (and is reported as such).
+    with pytest.raises(trajgrade.InvalidRequestError, match="not JSON"):
+        compiled.grade(str(tmp_path / "missing.json"))
 
 
 def test_trace_forms_and_batch() -> None:

@@ -77,7 +77,7 @@ def suite_from_bytes(data: bytes) -> suite_pb2.Suite:
         raise invalid_suite("suite", f"undecodable Suite bytes: {exc}") from exc
 
 
-def _looks_like_path(text: str) -> bool:
+def looks_like_path(text: str) -> bool:
     # A str is a path when it is one line naming an existing file; anything else is text.
     return "\n" not in text and not text.lstrip().startswith(("{", "[")) and Path(text).is_file()
 
@@ -91,7 +91,7 @@ def load_suite(suite: SuiteInput) -> suite_pb2.Suite:
     if isinstance(suite, os.PathLike):
         return suite_from_path(suite)
     if isinstance(suite, str):
-        return suite_from_path(suite) if _looks_like_path(suite) else suite_from_text(suite)
+        return suite_from_path(suite) if looks_like_path(suite) else suite_from_text(suite)
     if isinstance(suite, Mapping):
         return suite_from_dict(suite)
     raise TypeError(f"unsupported suite input: {type(suite).__name__}")

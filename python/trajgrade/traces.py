@@ -1,16 +1,19 @@
-"""Trace inputs: a `Trace` message, its bytes, a dict (protobuf JSON mapping) or JSON text."""
+"""Trace inputs: a `Trace` message, its bytes, a dict, JSON text or a path to a JSON file."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from trajgrade._core import InvalidRequestError
 from trajgrade._messages import MessageParseError, parse_dict
+from trajgrade.suites import looks_like_path
 from trajgrade.v1 import trace_pb2
 
-TraceInput: TypeAlias = "trace_pb2.Trace | bytes | str | Mapping[str, Any]"
+TraceInput: TypeAlias = "trace_pb2.Trace | bytes | str | os.PathLike[str] | Mapping[str, Any]"
 
 
 def invalid_trace(field: str, message: str) -> InvalidRequestError:
@@ -46,6 +49,9 @@ def trace_bytes(trace: TraceInput, field: str = "trace") -> bytes:
         return bytes(trace)
     if isinstance(trace, trace_pb2.Trace):
         message = trace
+    elif isinstance(trace, os.PathLike) or (isinstance(trace, str) and looks_like_path(trace)):
+        # Like suites: a one-line str naming an existing file is a path to a JSON trace.
+        message = trace_from_text(Path(trace).read_text(encoding="utf-8"), str(trace))
     elif isinstance(trace, str):
         message = trace_from_text(trace, field)
     elif isinstance(trace, Mapping):
