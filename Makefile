@@ -50,6 +50,9 @@ lint: lint-docker lint-k8s check-proto-go
 	cd rust && $(CARGO) fmt --all --check
 	cd rust && $(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	$(MAKE) -s proto && git diff --exit-code -- python/trajgrade/v1
+	$(BIN)/buf lint proto
+	# Wire compatibility against the previous commit (FILE rules: no renames, no renumbering).
+	$(BIN)/buf breaking proto --against '.git#ref=HEAD~1,subdir=proto'
 
 .PHONY: typecheck ## mypy --strict (package and tests/test_typing.py) and stubtest
 typecheck:
