@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.tracejson import (
     TraceJsonError,
     peek_trace_id,
@@ -63,16 +64,19 @@ class Chunk:
     # Raw native JSONL chunks (read_chunks(raw_lines=True)): every item is one line's bytes and
     # line_nos[i] its line number (-1 when unknown after a resume); the grading stage fills
     # `rows` with each item's JSONL result row (docs/regrade.md) instead of `outcomes`.
+    # Parquet rows converted to such lines (arrowjson) have unit "row".
     raw_lines: bool = False
     source: str = ""
     line_nos: list[int] = field(default_factory=list)
+    unit: str = "line"
     rows: list[bytes] | None = None
 
     def where(self, i: int) -> str:
-        """The error `field` of raw item i: `file:line N` (or `file:trace N` after a resume)."""
+        """The error `field` of raw item i: `file:line N` / `file:row N` (or `file:trace N`
+        after a JSONL resume)."""
         line_no = self.line_nos[i]
         if line_no > 0:
-            return f"{self.source}:line {line_no}"
+            return f"{self.source}:{self.unit} {line_no}"
         return f"{self.source}:trace {self.end.traces - len(self.items) + i + 1}"
 
 
@@ -194,8 +198,8 @@ def _parquet_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parquet(
-    file: InputFile, offset: int, chunk_size: int
-) -> Iterator[tuple[list[bytes | ReadFailure], int, int]]:
+    file: InputFile, offset: int, chunk_size: int, raw_lines: bool = False
+) -> Iterator[tuple[list[bytes | ReadFailure], int, int, bool]]:
     """(items, end row, bytes read) per chunk of a Parquet file with one row per trace."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
@@ -222,6 +226,11 @@ def _parquet(
         part = batch.slice(skip)
         row += skip
         items: list[bytes | ReadFailure] = []
+        lines = json_lines(part) if raw_lines and not binary else None
+        if lines is not None:
+            row += part.num_rows
+            yield list(lines), row, int(part.num_rows * per_row), True
+            continue
         if binary:
             items.extend(
                 value if value is not None else b"" for value in part.column(0).to_pylist()
@@ -236,7 +245,7 @@ def _parquet(
                         ReadFailure(trace_id, f"{Path(file.path).name}:row {number}", str(exc))
                     )
         row += part.num_rows
-        yield items, row, int(part.num_rows * per_row)
+        yield items, row, int(part.num_rows * per_row), False
 
 
 def _imported(
@@ -292,7 +301,16 @@ def read_chunks(
         if file.format == "jsonl":
             parts = _jsonl(file, index, offset, chunk_size, traces)
         elif file.format == "parquet":
-            parts = _parquet(file, offset, chunk_size)
+            name, row = Path(file.path).name, offset
+            for items, end, read, raw in _parquet(file, offset, chunk_size, raw_lines):
+                traces += len(items)
+                chunk = Chunk(items, Position(index, end, traces), read)
+                if raw:
+                    chunk.raw_lines, chunk.source, chunk.unit = True, name, "row"
+                    chunk.line_nos = list(range(row + 1, end + 1))
+                row = end
+                yield chunk
+            continue
         else:
             parts = _imported(file, offset, chunk_size)
         for items, end, read in parts:

@@ -1,0 +1,191 @@
+"""Parquet trace rows → native protobuf-JSON Trace lines, built column-wise by Arrow compute.
+
+No per-row Python: every string is JSON-escaped and every member concatenated by Arrow's C++
+kernels; the lines then go to the core like native JSONL (grade_json_traces_to_json). Batches
+whose columns are not the native trace schema (importers' schema, or what pyarrow infers from
+Trace dicts with a map metadata) return None and are decoded row by row as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_ROW_KEYS = {"id": "id", "calls": "calls", "final_answer": "final_answer"}
+_ROW_KEYS["finalAnswer"] = "final_answer"
+_STRING_CALL_KEYS = ("arguments_json", "result", "id")
+_INT_CALL_KEYS = ("start_time_unix_nano", "end_time_unix_nano")
+_CALL_KEYS = frozenset({"name", "error", *_STRING_CALL_KEYS, *_INT_CALL_KEYS})
+
+
+def _is_string(t: pa.DataType) -> bool:
+    import pyarrow as pa  # noqa: PLC0415
+
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _escape(arr: Any) -> Any:
+    """String array → its JSON string contents (quotes, backslashes and controls escaped)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    arr = arr.cast(pa.string()) if not pa.types.is_string(arr.type) else arr
+    arr = pc.replace_substring(arr, "\\", "\\\\")
+    arr = pc.replace_substring(arr, '"', '\\"')
+    if pc.any(pc.match_substring_regex(arr, "[\\x00-\\x1f]")).as_py():
+        for code in range(32):
+            char = chr(code)
+            if pc.any(pc.match_substring(arr, char)).as_py():
+                arr = pc.replace_substring(arr, char, f"\\u{code:04x}")
+    return arr
+
+
+def _join(*parts: Any) -> Any:
+    """Element-wise concatenation; null if any part is null."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _optional_string(key: str, arr: Any) -> Any:
+    """`,"key":"value"` where the value is set, "" where it is null (absent)."""
+    return _join(f',"{key}":"', _escape(arr), '"').fill_null("")
+
+
+def _per_row(lengths: Any, values: Any, n: int) -> Any:
+    """Values of the flattened children joined with "," per row ("" for an empty or null list)."""
+    import numpy as np  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths.fill_null(0).to_numpy(zero_copy_only=False), out=offsets[1:])
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), values), ",")
+
+
+def _native_call_type(t: pa.DataType) -> bool:
+    """list<struct> whose fields are ToolCall's with string/bool/integer types."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        return False
+    item = t.value_type
+    if not pa.types.is_struct(item) or not {f.name for f in item} <= _CALL_KEYS:
+        return False
+    for f in item:
+        if f.name == "error":
+            ok = pa.types.is_boolean(f.type)
+        elif f.name in _INT_CALL_KEYS:
+            ok = pa.types.is_integer(f.type)
+        else:
+            ok = _is_string(f.type)
+        if not ok:
+            return False
+    return True
+
+
+def _calls(calls: Any, n: int) -> Any | None:
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if not _native_call_type(calls.type):
+        return None
+    flat = pc.list_flatten(calls)
+    if flat.null_count:
+        return None  # a null call: the row-by-row path reports it
+    fields = {f.name: flat.field(f.name) for f in calls.type.value_type}
+    name = _escape(fields["name"]).fill_null("") if "name" in fields else ""
+    parts: list[Any] = ['{"name":"', name, '"']
+    for key in _STRING_CALL_KEYS:
+        if key in fields:
+            parts.append(_optional_string(key, fields[key]))
+    if "error" in fields:
+        parts.append(pc.if_else(fields["error"].fill_null(False), ',"error":true', ""))
+    for key in _INT_CALL_KEYS:
+        if key in fields:
+            parts.append(_join(f',"{key}":', fields[key].cast(pa.string())).fill_null(""))
+    parts.append("}")
+    if len(flat) == 0:
+        objects = pa.array([], pa.string())
+    else:
+        objects = _join(*[p if not isinstance(p, str) else pa.scalar(p) for p in parts])
+        if not isinstance(objects, pa.Array):
+            objects = pa.array([objects.as_py()] * len(flat), pa.string())
+    joined = _per_row(pc.list_value_length(calls), objects, n)
+    return _join(',"calls":[', joined, "]")
+
+
+def _struct_metadata(meta: Any, n: int) -> Any | None:
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    children = [meta.field(i) for i in range(meta.type.num_fields)]
+    if meta.null_count or any(c.null_count or not _is_string(c.type) for c in children):
+        return None
+    if not children:
+        return pa.array([',"metadata":{}'] * n, pa.string())
+    members = [
+        _join(_escape(pa.array([f.name] * n, pa.string())), '":"', _escape(c))
+        for f, c in zip(meta.type, children, strict=True)
+    ]
+    return _join(',"metadata":{"', pc.binary_join_element_wise(*members, '","'), '"}')
+
+
+def _metadata(meta: Any, n: int) -> Any | None:
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if pa.types.is_struct(meta.type):  # what pyarrow infers from dicts: one field per key
+        return _struct_metadata(meta, n)
+    if not pa.types.is_map(meta.type) or not (
+        _is_string(meta.type.key_type) and _is_string(meta.type.item_type)
+    ):
+        return None
+    entry = pa.struct([("key", meta.type.key_type), ("value", meta.type.item_type)])
+    meta = meta.cast(pa.list_(entry))
+    flat = pc.list_flatten(meta)
+    keys, values = flat.field(0), flat.field(1)
+    if values.null_count:
+        return None
+    entries = _join('"', _escape(keys), '":"', _escape(values), '"')
+    joined = _per_row(pc.list_value_length(meta), entries, n)
+    return _join(',"metadata":{', joined, "}").fill_null("")
+
+
+def json_lines(batch: pa.RecordBatch) -> list[bytes] | None:
+    """One protobuf-JSON Trace line per row, or None if the batch is not plainly native."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    n = batch.num_rows
+    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+    strings = [columns[k] for k in ("id", "final_answer", "finalAnswer") if k in columns]
+    if (
+        not set(columns) <= {*_ROW_KEYS, "metadata"}
+        or n == 0
+        or not all(_is_string(c.type) for c in strings)
+    ):
+        return None
+    parts: list[Any] = ["{"]
+    # "id" and "calls" are always written ("" and [] are their defaults), so every later
+    # member can start with a comma.
+    ident = columns.get("id")
+    parts += ['"id":"', _escape(ident).fill_null("") if ident is not None else "", '"']
+    if "calls" in columns:
+        calls = _calls(columns["calls"], n)
+        if calls is None:
+            return None
+        parts.append(calls.fill_null(',"calls":[]'))
+    for key in ("final_answer", "finalAnswer"):
+        if key in columns:
+            parts.append(_optional_string(key, columns[key]))
+    if "metadata" in columns:
+        meta = _metadata(columns["metadata"], n)
+        if meta is None:
+            return None
+        parts.append(meta)
+    parts.append("}")
+    lines = _join(*[p if not isinstance(p, str) else pa.scalar(p) for p in parts])
+    result: list[bytes] = lines.cast(pa.binary()).to_pylist()
+    return result
