@@ -185,6 +185,24 @@ impl ArgsMatcher {
         }
     }
 
+    /// `self.check(t, i).rank()`, computed from the argument text when it can be (no parse,
+    /// no reason built): for ranking closest-call candidates before describing the winner.
+    pub fn rank(&self, t: &TraceView<'_>, i: usize) -> (u8, usize) {
+        if let ArgsMatcher::Compare(cmp) = self {
+            if t.parsed_args(i).is_none() {
+                match t.calls()[i].arguments_json {
+                    None => return CallMatch::NotRecorded.rank(),
+                    Some(text) => {
+                        if let Some(n) = cmp.diff_count_text(text, t.max_depth()) {
+                            return (0, n);
+                        }
+                    }
+                }
+            }
+        }
+        self.check(t, i).rank()
+    }
+
     /// True when call `i` matches (no reason built).
     pub fn is_match(&self, t: &TraceView<'_>, i: usize) -> bool {
         match self {
@@ -238,6 +256,16 @@ impl Comparison {
         }
         let text = if text.is_empty() { "{}" } else { text };
         json::text::matches_text(&self.expected, text, self.mode, max_depth)
+    }
+
+    /// The difference count of [`Comparison::check`] on the parsed `text`, without parsing it;
+    /// `None` as for [`Comparison::is_match_text`] (or for an escaped key it cannot compare).
+    pub fn diff_count_text(&self, text: &str, max_depth: usize) -> Option<usize> {
+        if !self.ignore.is_empty() || self.defaults.is_some() {
+            return None;
+        }
+        let text = if text.is_empty() { "{}" } else { text };
+        json::text::diff_count_text(&self.expected, text, self.mode, max_depth)
     }
 
     pub fn check(&self, actual: &Value) -> CallMatch<'static> {

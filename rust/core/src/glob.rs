@@ -7,6 +7,31 @@ pub struct Glob {
     ignore_case: bool,
     /// Set when the pattern has no wildcard: a plain string comparison suffices.
     literal: Option<String>,
+    /// Case-sensitive `lit*`, `*lit` or `*lit*` (no other wildcard): a prefix, suffix or
+    /// substring test gives the same answer as the general matcher.
+    affix: Option<(Affix, String)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Affix {
+    Prefix,
+    Suffix,
+    Contains,
+}
+
+/// The affix shape of `tokens`, if it has one.
+fn affix(tokens: &[Token]) -> Option<(Affix, String)> {
+    let star = |t: Option<&Token>| matches!(t, Some(Token::Star));
+    let (lead, trail) = (star(tokens.first()), star(tokens.last()));
+    let (kind, inner) = match (lead, trail) {
+        (false, true) => (Affix::Prefix, &tokens[..tokens.len() - 1]),
+        (true, false) => (Affix::Suffix, &tokens[1..]),
+        (true, true) if tokens.len() >= 2 => (Affix::Contains, &tokens[1..tokens.len() - 1]),
+        _ => return None,
+    };
+    let lit: Option<String> =
+        inner.iter().map(|t| if let Token::Char(c) = t { Some(*c) } else { None }).collect();
+    Some((kind, lit?))
 }
 
 #[derive(Clone, Debug)]
@@ -59,7 +84,8 @@ impl Glob {
         } else {
             None
         };
-        Ok(Glob { tokens, ignore_case, literal })
+        let affix = if ignore_case { None } else { affix(&tokens) };
+        Ok(Glob { tokens, ignore_case, literal, affix })
     }
 
     /// An exact name (no wildcard meaning), optionally case-insensitive.
@@ -68,6 +94,7 @@ impl Glob {
             tokens: name.chars().map(Token::Char).collect(),
             ignore_case,
             literal: Some(name.to_owned()),
+            affix: None,
         }
     }
 
@@ -77,6 +104,13 @@ impl Glob {
             if !self.ignore_case {
                 return lit == name;
             }
+        }
+        if let Some((kind, lit)) = &self.affix {
+            return match kind {
+                Affix::Prefix => name.starts_with(lit.as_str()),
+                Affix::Suffix => name.ends_with(lit.as_str()),
+                Affix::Contains => name.contains(lit.as_str()),
+            };
         }
         self.match_str(name)
     }
@@ -180,6 +214,19 @@ mod tests {
 
     fn m(p: &str, n: &str) -> bool {
         Glob::new(p, false).unwrap().is_match(n)
+    }
+
+    #[test]
+    fn affix_shapes_agree_with_the_general_matcher() {
+        let names =
+            ["", "a", "ab", "ba", "aba", "get_", "get_order", "xget_", "é", "aé", "éa", "a*"];
+        for p in ["a*", "*a", "*ab*", "**", "*", "get_*", "*_", "*é*", "é*", "a**", "**a", "a\\**"]
+        {
+            let g = Glob::new(p, false).expect("compiles");
+            for n in names {
+                assert_eq!(g.is_match(n), g.match_str(n), "{p} {n}");
+            }
+        }
     }
 
     #[test]

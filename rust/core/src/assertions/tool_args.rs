@@ -80,16 +80,18 @@ impl ToolArgs {
 
     /// The closest of `candidates` (§9.7), as a failing outcome.
     fn closest(&self, t: &TraceView<'_>, candidates: &[usize], what: &str) -> Outcome {
-        let mut best: Option<(usize, CallMatch<'_>)> = None;
+        // Rank every candidate cheaply (from the text when possible), describe only the winner.
+        let mut best: Option<(usize, (u8, usize))> = None;
         for &i in candidates {
-            let m = self.matcher.check(t, i);
-            if best.as_ref().is_none_or(|(_, b)| m.rank() < b.rank()) {
-                best = Some((i, m));
+            let rank = self.matcher.rank(t, i);
+            if best.is_none_or(|(_, b)| rank < b) {
+                best = Some((i, rank));
             }
         }
-        let Some((i, m)) = best else {
+        let Some((i, _)) = best else {
             return Outcome::fail(Reason::NoMatchingCall, String::new(), vec![]);
         };
+        let m = self.matcher.check(t, i);
         let message = format!("{what}; closest is {}", describe(&m, i + 1));
         Outcome::fail(category(&m), message, vec![pos(i)])
     }

@@ -24,6 +24,86 @@ pub fn matches_text(expected: &Value, text: &str, mode: Mode, max_depth: usize) 
     })
 }
 
+/// `Some(diff(expected, parse(text), mode).count)` when `text` is valid JSON within
+/// `max_depth` and holds no escaped key where keys must be told apart without the expected
+/// side; `None` otherwise (the caller then parses and diffs). Ranks closest-call candidates
+/// without parsing them.
+pub fn diff_count_text(
+    expected: &Value,
+    text: &str,
+    mode: Mode,
+    max_depth: usize,
+) -> Option<usize> {
+    let start = validate(text.as_bytes(), max_depth)?;
+    let mut c = Cur { s: text.as_bytes(), i: start };
+    count(expected, &mut c, mode, true)
+}
+
+/// The number of differences `compare::Differ::walk` counts between `e` and the value at the
+/// cursor (consumed).
+fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
+    match (e, c.peek()) {
+        (Value::Object(eo), b'{') => {
+            let exact = mode == Mode::Exact;
+            let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
+            let mut last = vec![usize::MAX; eo.len()];
+            let mut extra: Vec<&[u8]> = Vec::new();
+            if c.open() {
+                loop {
+                    let (body, escaped) = c.key();
+                    match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                        Some(j) => last[j] = c.i,
+                        None if exact => {
+                            if escaped {
+                                return None;
+                            }
+                            if !extra.contains(&body) {
+                                extra.push(body);
+                            }
+                        }
+                        None => {}
+                    }
+                    c.skip();
+                    if !c.next() {
+                        break;
+                    }
+                }
+            }
+            let mut n = extra.len();
+            for ((_, ev), &at) in eo.iter().zip(&last) {
+                n += if at == usize::MAX {
+                    1
+                } else {
+                    count(ev, &mut Cur { s: c.s, i: at }, child_mode, false)?
+                };
+            }
+            Some(n)
+        }
+        (Value::Array(ea), b'[') if mode != Mode::Subset || !top => {
+            let mut n = 0;
+            let mut k = 0;
+            if c.open() {
+                loop {
+                    match ea.get(k) {
+                        Some(ev) => n += count(ev, c, mode, false)?,
+                        None => c.skip(),
+                    }
+                    k += 1;
+                    if !c.next() {
+                        break;
+                    }
+                }
+            }
+            Some(n + k.abs_diff(ea.len()))
+        }
+        _ => {
+            let same = eq(e, &mut Cur { s: c.s, i: c.i });
+            c.skip();
+            Some(usize::from(!same))
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validation: the grammar of parse.rs, position for position, without building anything.
 
@@ -482,8 +562,8 @@ fn number_eq(n: &Number, raw: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{matches_text, validate};
-    use crate::json::compare::{matches, Mode};
+    use super::{diff_count_text, matches_text, validate};
+    use crate::json::compare::{diff, matches, Mode};
     use crate::json::parse;
 
     struct Rng(u64);
@@ -605,6 +685,7 @@ mod tests {
     fn text_matching_agrees_with_value_matching() {
         let mut r = Rng(11);
         let mut agreed = [0usize; 2];
+        let mut counted = 0usize;
         for _ in 0..40_000 {
             let expected = gen(&mut r, 1);
             let actual = if r.below(3) == 0 { expected.clone() } else { gen(&mut r, 1) };
@@ -616,9 +697,14 @@ mod tests {
                 let want = matches(&e, &a, mode);
                 let got = matches_text(&e, &actual, mode, 128);
                 assert_eq!(got, Some(want), "{mode:?} {expected} vs {actual}");
+                if let Some(n) = diff_count_text(&e, &actual, mode, 128) {
+                    assert_eq!(n, diff(&e, &a, mode).count, "{mode:?} {expected} vs {actual}");
+                    counted += 1;
+                }
                 agreed[usize::from(want)] += 1;
             }
         }
         assert!(agreed[0] > 1000 && agreed[1] > 1000, "{agreed:?}");
+        assert!(counted > 30_000, "{counted}");
     }
 }
