@@ -189,13 +189,15 @@ impl ArgsMatcher {
     /// no reason built): for ranking closest-call candidates before describing the winner.
     pub fn rank(&self, t: &TraceView<'_>, i: usize) -> (u8, usize) {
         if let ArgsMatcher::Compare(cmp) = self {
-            if t.parsed_args(i).is_none() {
-                match t.calls()[i].arguments_json {
-                    None => return CallMatch::NotRecorded.rank(),
-                    Some(text) => {
-                        if let Some(n) = cmp.diff_count_text(text, t.max_depth()) {
-                            return (0, n);
-                        }
+            if t.parsed_args(i).is_none() && cmp.on_text() {
+                if t.calls()[i].arguments_json.is_none() {
+                    return CallMatch::NotRecorded.rank();
+                }
+                if let Some((text, start)) = t.valid_args_text(i) {
+                    if let Some(n) =
+                        json::text::diff_count_valid(&cmp.expected, text, start, cmp.mode)
+                    {
+                        return (0, n);
                     }
                 }
             }
@@ -209,9 +211,9 @@ impl ArgsMatcher {
             ArgsMatcher::Ignore => true,
             ArgsMatcher::Compare(cmp) => {
                 // Straight from the text while no other matcher needed the parsed value.
-                if let (None, Some(text)) = (t.parsed_args(i), t.calls()[i].arguments_json) {
-                    if let Some(m) = cmp.is_match_text(text, t.max_depth()) {
-                        return m;
+                if t.parsed_args(i).is_none() && cmp.on_text() {
+                    if let Some((text, start)) = t.valid_args_text(i) {
+                        return json::text::matches_valid(&cmp.expected, text, start, cmp.mode);
                     }
                 }
                 match t.args(i) {
@@ -247,25 +249,10 @@ impl Comparison {
         compare::matches(&self.expected, &self.prepare(actual), self.mode)
     }
 
-    /// As [`Comparison::is_match`] on the parsed `text`, without parsing it; `None` when the
-    /// text is not valid JSON (the caller parses it for the error) or when ignore paths or
-    /// defaults must rewrite the actual side first.
-    pub fn is_match_text(&self, text: &str, max_depth: usize) -> Option<bool> {
-        if !self.ignore.is_empty() || self.defaults.is_some() {
-            return None;
-        }
-        let text = if text.is_empty() { "{}" } else { text };
-        json::text::matches_text(&self.expected, text, self.mode, max_depth)
-    }
-
-    /// The difference count of [`Comparison::check`] on the parsed `text`, without parsing it;
-    /// `None` as for [`Comparison::is_match_text`] (or for an escaped key it cannot compare).
-    pub fn diff_count_text(&self, text: &str, max_depth: usize) -> Option<usize> {
-        if !self.ignore.is_empty() || self.defaults.is_some() {
-            return None;
-        }
-        let text = if text.is_empty() { "{}" } else { text };
-        json::text::diff_count_text(&self.expected, text, self.mode, max_depth)
+    /// True when the argument text can be compared directly (`json::text`): no ignore paths
+    /// or defaults rewrite the actual side first.
+    pub fn on_text(&self) -> bool {
+        self.ignore.is_empty() && self.defaults.is_none()
     }
 
     pub fn check(&self, actual: &Value) -> CallMatch<'static> {

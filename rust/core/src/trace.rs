@@ -21,6 +21,8 @@ pub enum Args {
 struct CallCache {
     args: OnceCell<Args>,
     canonical: OnceCell<Option<String>>,
+    /// Where the argument text's value starts, once validated; `None` if invalid or absent.
+    text_start: OnceCell<Option<usize>>,
 }
 
 /// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes.
@@ -109,6 +111,18 @@ impl<'a> TraceView<'a> {
     }
 
     /// The parsed arguments of call `i` if some matcher already needed them.
+    /// Call `i`'s argument text (`"{}"` for empty text) and the offset of its value when it is
+    /// valid JSON within the depth limit (validated once per call); `None` when it is not
+    /// recorded or not valid.
+    pub fn valid_args_text(&self, i: usize) -> Option<(&'a str, usize)> {
+        let text = self.calls[i].arguments_json?;
+        let text = if text.is_empty() { "{}" } else { text };
+        let start = *self.cache[i]
+            .text_start
+            .get_or_init(|| json::text::validate(text.as_bytes(), self.max_depth));
+        start.map(|s| (text, s))
+    }
+
     pub fn parsed_args(&self, i: usize) -> Option<&Args> {
         self.cache[i].args.get()
     }

@@ -13,15 +13,21 @@ use super::value::{Number, Object, Value};
 /// `None` otherwise. `text` must not be empty (empty arguments mean `{}`: the caller's job).
 pub fn matches_text(expected: &Value, text: &str, mode: Mode, max_depth: usize) -> Option<bool> {
     let start = validate(text.as_bytes(), max_depth)?;
+    Some(matches_valid(expected, text, start, mode))
+}
+
+/// `matches(expected, parse(text), mode)` for `text` that [`validate`] accepted with first
+/// value at `start`.
+pub fn matches_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> bool {
     let mut c = Cur { s: text.as_bytes(), i: start };
-    Some(match mode {
+    match mode {
         Mode::Exact => eq(expected, &mut c),
         Mode::Subset => match expected {
             Value::Object(e) => c.peek() == b'{' && object_match(e, &mut c, false, eq),
             _ => eq(expected, &mut c),
         },
         Mode::Partial => partial(expected, &mut c),
-    })
+    }
 }
 
 /// `Some(diff(expected, parse(text), mode).count)` when `text` is valid JSON within
@@ -35,6 +41,11 @@ pub fn diff_count_text(
     max_depth: usize,
 ) -> Option<usize> {
     let start = validate(text.as_bytes(), max_depth)?;
+    diff_count_valid(expected, text, start, mode)
+}
+
+/// [`diff_count_text`] for `text` that [`validate`] accepted with first value at `start`.
+pub fn diff_count_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> Option<usize> {
     let mut c = Cur { s: text.as_bytes(), i: start };
     count(expected, &mut c, mode, true)
 }
@@ -114,7 +125,7 @@ struct Validator<'a> {
 }
 
 /// The offset of the first value when `s` is one valid JSON text; `None` otherwise.
-fn validate(s: &[u8], max_depth: usize) -> Option<usize> {
+pub fn validate(s: &[u8], max_depth: usize) -> Option<usize> {
     let mut v = Validator { s, i: 0, max_depth };
     v.ws();
     let start = v.i;
@@ -260,6 +271,7 @@ impl Validator<'_> {
     fn string(&mut self) -> Option<()> {
         self.i += 1;
         loop {
+            self.i = scan_string(self.s, self.i, true);
             let b = *self.s.get(self.i)?;
             self.i += 1;
             match b {
@@ -310,6 +322,7 @@ impl<'a> Cur<'a> {
         let start = self.i;
         let mut escaped = false;
         loop {
+            self.i = scan_string(self.s, self.i, false);
             match self.s[self.i] {
                 b'"' => break,
                 b'\\' => {
@@ -397,6 +410,37 @@ impl<'a> Cur<'a> {
         self.ws();
         k
     }
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The offset of the first byte at or after `i` that is `"` or `\\` (or, with `control`, below
+/// 0x20); `s.len()` when there is none. Eight bytes at a time: in each mask below, the lowest
+/// flagged byte is exact (borrows only disturb the bytes above it), which is the one taken.
+#[inline]
+fn scan_string(s: &[u8], mut i: usize, control: bool) -> usize {
+    while let Some(chunk) = s.get(i..i + 8) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(w);
+        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+        let mut m = zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\')));
+        if control {
+            m |= w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+        }
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&b) = s.get(i) {
+        if b == b'"' || b == b'\\' || (control && b < 0x20) {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// `"`, `{`, `[`, `}`, `]`: the bytes a container skip must look at.
