@@ -32,7 +32,9 @@ from google.protobuf import json_format
 from trajgrade import _core
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import regrade
-from trajgrade.regrade.output import jsonl_line, outcome_row
+from trajgrade.regrade.arrowjson import json_lines
+from trajgrade.regrade.output import arrow_table_from_jsonl, jsonl_line, outcome_row
+from trajgrade.regrade.summary import Summary
 from trajgrade.regrade.tracejson import trace_bytes, trace_bytes_from_dict
 from trajgrade.suites import suite_bytes
 from trajgrade.v1 import trace_pb2
@@ -96,7 +98,40 @@ def stage_costs(payloads: list[bytes], lines: list[bytes]) -> dict[str, float]:
     started = time.perf_counter()
     suite.grade_batch(payloads[: len(lines)])
     costs["core grade_batch (all threads)"] = time.perf_counter() - started
+    grader = _core.Grader()
+    core_suite = grader.compile_suite(suite_bytes(workloads.suite()))
+    started = time.perf_counter()
+    rows = grader.grade_json_traces_to_json(core_suite, lines)
+    costs["core grade_json_traces_to_json (all threads)"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(0, len(rows), CHUNK):
+        Summary(suite_id=suite.suite_id).add_jsonl(rows[i : i + CHUNK])
+    costs["summary from JSONL rows (byte counts)"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(0, len(rows), CHUNK):
+        part = rows[i : i + CHUNK]
+        arrow_table_from_jsonl(b"".join(part), max(map(len, part)))
+    costs["JSONL rows → Arrow table (Parquet part)"] = time.perf_counter() - started
+    table = pa.Table.from_pylist([json.loads(line) for line in lines], schema=SCHEMA)
+    started = time.perf_counter()
+    for batch in table.to_batches(CHUNK):
+        json_lines(batch)
+    costs["Parquet rows → JSON lines (Arrow compute)"] = time.perf_counter() - started
     return {k: v / len(lines) * 1e6 for k, v in costs.items()}
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS. VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and
+    exec, so a child's ru_maxrss is at least the parent's RSS when it forked (the bench
+    parent holds the core sample), which hid the regrade's own peak."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def child(input_path: str, out: str, suite: str) -> None:
@@ -104,7 +139,7 @@ def child(input_path: str, out: str, suite: str) -> None:
     started = time.perf_counter()
     summary = regrade([input_path], suite, out, chunk_size=CHUNK)
     seconds = time.perf_counter() - started
-    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_kib = peak_rss_kib()
     print(json.dumps({"seconds": seconds, "traces": summary.traces, "rss_kib": rss_kib}))
 
 
@@ -145,6 +180,7 @@ def main() -> None:
         json.dumps(t, ensure_ascii=False).encode() for t in _traces(min(5000, args.core_sample))
     ]
     costs = stage_costs(payloads, lines)
+    del payloads, lines  # the children measure their own peak RSS, but keep the parent small
 
     rows = [
         ["core grade_batch (in-process, bytes)", "-", "-", _report.rate(rate), "1.00x", "-", "yes"]
