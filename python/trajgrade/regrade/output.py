@@ -155,6 +155,14 @@ def arrow_table_from_jsonl(data: bytes, longest_row: int) -> pa.Table:
     return table.cast(schema)
 
 
+def _release_unused() -> None:
+    """Hand Arrow's freed buffers back to the OS, so peak RSS does not creep with run length
+    (the default mimalloc pool otherwise keeps them)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    pa.default_memory_pool().release_unused()
+
+
 def write_part(path: Path, rows: list[Row] | list[bytes], fmt: str) -> None:
     """Write rows (dicts, or their JSONL row bytes) to `path` durably (fsync); the caller
     renames it into place."""
@@ -173,6 +181,8 @@ def write_part(path: Path, rows: list[Row] | list[bytes], fmt: str) -> None:
     else:
         table = arrow_table([r for r in rows if not isinstance(r, bytes)])
     pq.write_table(table, path)
+    del table
+    _release_unused()
     with path.open("rb") as handle:
         os.fsync(handle.fileno())
 
@@ -194,6 +204,7 @@ def concatenate(parts: Iterable[Path], target: Path, fmt: str) -> None:
         for part in parts:
             # One part at a time: memory stays one chunk however long the run was.
             writer.write_table(pq.read_table(part, schema=arrow_schema()))
+            _release_unused()
     with target.open("rb") as handle:
         os.fsync(handle.fileno())
 

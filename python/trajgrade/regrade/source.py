@@ -201,7 +201,8 @@ def _parquet(
     file: InputFile, offset: int, chunk_size: int, raw_lines: bool = False
 ) -> Iterator[tuple[list[bytes | ReadFailure], int, int, bool]]:
     """(items, end row, bytes read) per chunk of a Parquet file with one row per trace."""
-    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
+    import pyarrow as pa  # noqa: PLC0415  (optional dependency)
+    import pyarrow.parquet as pq  # noqa: PLC0415
 
     parquet = pq.ParquetFile(file.path)
     meta = parquet.metadata
@@ -218,7 +219,11 @@ def _parquet(
     per_row = file.size / max(meta.num_rows, 1)
     binary = "trace" in parquet.schema_arrow.names
     columns = ["trace"] if binary else None
+    pool = pa.default_memory_pool()
     for batch in parquet.iter_batches(batch_size=chunk_size, row_groups=groups, columns=columns):
+        # The allocator (mimalloc by default) otherwise keeps freed decode buffers around,
+        # and the peak RSS grows with the number of row groups read.
+        pool.release_unused()
         if row + batch.num_rows <= offset:
             row += batch.num_rows
             continue
