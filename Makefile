@@ -148,3 +148,17 @@ lint-k8s: $(KUBECONFORM) | $(PY)
 	$(KUBECONFORM) -strict -summary -kubernetes-version $(KUBERNETES_VERSION) \
 		-schema-location '$(CLIENT_TOOLS)/k8s-schemas/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json' \
 		deploy/k8s/*.yaml
+
+# --- Fuzzing (rust/fuzz; docs/development.md "Fuzzing") -------------------------------------
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_SECONDS ?= 600
+
+.PHONY: fuzz-smoke ## each cargo-fuzz target ~20 s (stable replay harness when nightly is absent)
+fuzz-smoke:
+	CARGO=$(CARGO) bash rust/fuzz/run.sh $(FUZZ_SMOKE_SECONDS)
+
+.PHONY: fuzz ## the long fuzz campaign: FUZZ_SECONDS (default 600) per target
+fuzz:
+	CARGO=$(CARGO) bash rust/fuzz/run.sh $(FUZZ_SECONDS)
+
+test: fuzz-smoke

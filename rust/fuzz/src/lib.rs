@@ -1,0 +1,566 @@
+//! The checks behind each fuzz target, shared by `fuzz_targets/*.rs` (libFuzzer, nightly) and
+//! the `replay` binary (stable: seed corpus plus seeded random inputs), so both modes run the
+//! same assertions. Every function panics on a violated property; that panic is the finding.
+//!
+//! The core turns a panic inside `grade_traces` into an `ItemError` with reason `INTERNAL`; the
+//! checks here treat such an outcome as a crash too (under libFuzzer the panic hook aborts first).
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arbitrary::{Arbitrary, Unstructured};
+use prost::Message;
+use trajgrade_core::json::{canonical::to_canonical, parse, Value};
+use trajgrade_core::proto::v1::{
+    assertion, trace_outcome, ArgsMatch, Assertion, AssertionStatus, Efficiency, Expression,
+    GradeResult, Grounding, NoRepeatedCalls, Order, SequenceStep, StepCount, Suite, ToolCall,
+    ToolCallArgs, ToolCalled, ToolCount, ToolList, ToolOverride, ToolSequence, Trace, TraceOutcome,
+    TrajectoryMatch,
+};
+use trajgrade_core::{CompiledSuite, Grader, Limits};
+
+/// One fuzz target's checks.
+pub type Target = fn(&[u8]);
+
+/// The fuzz targets by name, in the order the Makefile runs them.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("decode_trace", decode_trace),
+    ("compile_suite", compile_suite),
+    ("canonical_text", canonical_text),
+    ("grade", grade),
+];
+
+fn grader(threads: usize) -> &'static Grader {
+    static ONE: OnceLock<Grader> = OnceLock::new();
+    static TWO: OnceLock<Grader> = OnceLock::new();
+    let cell = if threads == 1 { &ONE } else { &TWO };
+    cell.get_or_init(|| Grader::new(Limits::default(), threads))
+}
+
+/// The fixed suite `decode_trace` grades every input with: one assertion of each kind.
+pub const FIXED_SUITE_JSON: &str = r#"{"name":"fuzz-fixed","assertions":[
+ {"tool_call_args":{"tool":"a","match":{"mode":"MATCH_MODE_SUBSET","args_json":"{\"x\":1}"}}},
+ {"tool_call_args":{"tool":"b","call_index":-1,"match":{"mode":"MATCH_MODE_REGEX","pattern":"^\\{.*\\d+\\}$","flags":"i"}}},
+ {"tool_call_args":{"tool":"a","quantifier":"QUANTIFIER_ALL","match":{"mode":"MATCH_MODE_PARTIAL","args_json":"{\"x\":1,\"y\":[1,2]}","ignore":["$.z"],"defaults_json":"{\"w\":0}"}}},
+ {"tool_call_args":{"tool":"c","match":{"mode":"MATCH_MODE_EXACT","args_json":"{\"q\":\"\\ud800\",\"n\":1e2}"}}},
+ {"tool_sequence":{"steps":[{"tool":"a"},{"glob":"b*","ignore_case":true}],"mode":"SEQUENCE_MODE_ANY_ORDER"}},
+ {"tool_sequence":{"steps":[{"tool":"a","match":{"mode":"MATCH_MODE_SUBSET","args_json":"{}"}},{"tool":"b"}]}},
+ {"allowed_tools":{"tools":["a","b*","[c-d]"]}},
+ {"forbidden_tools":{"tools":["z"]},"negate":true},
+ {"tool_called":{"tool":"a"}},
+ {"tool_count":{"glob":"?","min":1,"max":3}},
+ {"step_count":{"max":5}},
+ {"order":{"before":"a","after":"b"}},
+ {"no_repeated_calls":{}},
+ {"efficiency":{"reference_steps":2}},
+ {"grounding":{"numbers":true}},
+ {"grounding":{"values":["42","x"]}},
+ {"trajectory_match":{"reference":[{"name":"a","arguments_json":"{\"x\":1}"},{"name":"b"}],"mode":"TRAJECTORY_MODE_UNORDERED","args":"MATCH_MODE_SUBSET"}},
+ {"expression":{"expr":"size(calls) < 4 && answer != 'x'"},"name":"expr"},
+ {"expression":{"expr":"calls.exists(c, c.name == 'a' && c.args != null)"},"name":"expr2","negate":true}
+]}"#;
+
+fn fixed_suite() -> &'static Arc<CompiledSuite> {
+    static SUITE: OnceLock<Arc<CompiledSuite>> = OnceLock::new();
+    SUITE.get_or_init(|| {
+        let suite: Suite = serde_json::from_str(FIXED_SUITE_JSON).expect("fixed suite JSON");
+        grader(1).compile_suite(&suite.encode_to_vec()).expect("fixed suite compiles")
+    })
+}
+
+/// Decodes one outcome, panicking on undecodable bytes or an `INTERNAL` item error.
+fn outcome(bytes: &[u8]) -> trace_outcome::Outcome {
+    let o = TraceOutcome::decode(bytes)
+        .unwrap_or_else(|e| panic!("outcome bytes do not decode as TraceOutcome: {e}"))
+        .outcome
+        .expect("TraceOutcome with neither result nor error");
+    if let trace_outcome::Outcome::Error(e) = &o {
+        assert!(e.reason_code != "INTERNAL", "core panicked while grading: {e:?}");
+    }
+    o
+}
+
+/// `decode_trace`: arbitrary bytes as a serialized `Trace`, graded with the fixed suite.
+/// Never panics; the outcome always decodes; the fast encoded path and `check_and_grade`
+/// (prost decode + prost encode) agree byte for byte.
+pub fn decode_trace(data: &[u8]) {
+    let suite = fixed_suite();
+    let g = grader(1);
+    let outs = g.grade_traces(suite, &[data]);
+    assert_eq!(outs.len(), 1);
+    let got = outcome(&outs[0]);
+    match suite.check_and_grade(data, g.limits()) {
+        Ok(result) => {
+            let want = TraceOutcome { outcome: Some(trace_outcome::Outcome::Result(result)) };
+            assert!(
+                want.encode_to_vec() == outs[0],
+                "grade_traces bytes differ from prost-encoded check_and_grade: {got:?} vs {want:?}"
+            );
+        }
+        Err(e) => match &got {
+            trace_outcome::Outcome::Error(item) => assert_eq!(
+                item.reason_code,
+                e.reason_code(),
+                "item error differs from check_and_grade's error {e}"
+            ),
+            trace_outcome::Outcome::Result(r) => {
+                panic!("check_and_grade failed ({e}) but grade_traces graded: {r:?}")
+            }
+        },
+    }
+}
+
+/// `compile_suite`: arbitrary bytes as a serialized `Suite` (Ok or a `CoreError`, never a
+/// panic), and, when the bytes are UTF-8, as protobuf-JSON text through the pbjson serde path.
+pub fn compile_suite(data: &[u8]) {
+    let g = grader(1);
+    if let Ok(s) = g.compile_suite(data) {
+        // Decoding succeeded, so compiling the decoded message directly must agree.
+        let decoded = Suite::decode(data).expect("a compiled suite's bytes decode");
+        let direct = CompiledSuite::compile(&decoded, g.limits()).expect("compiles directly");
+        assert_eq!(s.id(), direct.id(), "suite id depends on the path");
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(suite) = serde_json::from_str::<Suite>(text) {
+            let bytes = suite.encode_to_vec();
+            let first = g.compile_suite(&bytes).map(|s| s.id().to_owned());
+            let again = grader(2).compile_suite(&bytes).map(|s| s.id().to_owned());
+            match (&first, &again) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "suite id differs between graders"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!("compile differs between graders: {first:?} vs {again:?}"),
+            }
+        }
+    }
+}
+
+/// Deep equality where numbers compare as the doubles `JSON.stringify` prints (a non-finite
+/// double prints as `null`): the relation between a value and the parse of its canonical text.
+fn js_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(n), Value::Null) => !n.as_f64().is_finite(),
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| js_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| js_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// `canonical_text`: arbitrary text through `json::parse` (depth limit); if Ok, the canonical
+/// text parses, re-canonicalises to the same bytes, and the parses are deep-equal.
+pub fn canonical_text(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let depth = Limits::default().max_json_depth;
+    let Ok(v1) = parse(text, depth) else { return };
+    let c1 = to_canonical(&v1);
+    let v2 =
+        parse(&c1, depth).unwrap_or_else(|e| panic!("canonical text {c1:?} does not parse: {e}"));
+    let c2 = to_canonical(&v2);
+    assert_eq!(c1, c2, "canonical text is not idempotent");
+    let v3 = parse(&c2, depth).expect("canonical text parses");
+    assert!(v2 == v3, "parses of the same canonical text differ: {c1:?}");
+    assert!(js_equal(&v1, &v2), "canonical text {c1:?} does not denote the parsed value {v1:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// `grade`: structured input.
+
+const NAMES: [&str; 5] = ["a", "b", "c", "A", "lookup_order"];
+
+#[derive(Arbitrary, Debug)]
+enum Name {
+    Known(u8),
+    Other(String),
+}
+
+impl Name {
+    fn get(&self) -> String {
+        match self {
+            Name::Known(i) => NAMES[usize::from(*i) % NAMES.len()].to_owned(),
+            Name::Other(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+enum Scalar {
+    Int(i16),
+    Big(i64),
+    Float(f32),
+    Bool(bool),
+    Null,
+    Str(u8),
+    Text(String),
+    Arr(Vec<i8>),
+}
+
+impl Scalar {
+    fn json(&self) -> String {
+        match self {
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Big(i) => i.to_string(),
+            Scalar::Float(f) if f.is_finite() => format!("{f:e}"),
+            Scalar::Float(_) | Scalar::Null => "null".to_owned(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Str(i) => format!("\"{}\"", NAMES[usize::from(*i) % NAMES.len()]),
+            Scalar::Text(s) => serde_json::to_string(s).expect("string"),
+            Scalar::Arr(v) => serde_json::to_string(v).expect("array"),
+        }
+    }
+}
+
+/// A JSON text: mostly a small object over a few keys, sometimes raw (likely invalid) text.
+#[derive(Arbitrary, Debug)]
+enum JsonText {
+    Object(Vec<(u8, Scalar)>),
+    Nested(u8, Vec<(u8, Scalar)>),
+    Scalar(Scalar),
+    Raw(String),
+}
+
+const KEYS: [&str; 5] = ["x", "y", "z", "0", "id"];
+
+fn object(items: &[(u8, Scalar)]) -> String {
+    let body: Vec<String> = items
+        .iter()
+        .take(6)
+        .map(|(k, v)| format!("\"{}\":{}", KEYS[usize::from(*k) % KEYS.len()], v.json()))
+        .collect();
+    format!("{{{}}}", body.join(","))
+}
+
+impl JsonText {
+    fn get(&self) -> String {
+        match self {
+            JsonText::Object(items) => object(items),
+            JsonText::Nested(k, items) => {
+                format!("{{\"{}\":{}}}", KEYS[usize::from(*k) % KEYS.len()], object(items))
+            }
+            JsonText::Scalar(s) => s.json(),
+            JsonText::Raw(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct CallIn {
+    name: Name,
+    args: Option<JsonText>,
+    result: Option<String>,
+    error: bool,
+}
+
+impl CallIn {
+    fn get(&self) -> ToolCall {
+        ToolCall {
+            name: self.name.get(),
+            arguments_json: self.args.as_ref().map(JsonText::get),
+            result: self.result.clone(),
+            error: self.error,
+            ..ToolCall::default()
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct MatchIn {
+    mode: u8,
+    args: JsonText,
+    pattern: Option<String>,
+    flags: Option<String>,
+    ignore: Vec<String>,
+    defaults: Option<JsonText>,
+}
+
+impl MatchIn {
+    fn get(&self) -> ArgsMatch {
+        ArgsMatch {
+            mode: i32::from(self.mode % 6),
+            args_json: self.args.get(),
+            pattern: self.pattern.clone().unwrap_or_else(|| "\\d".to_owned()),
+            flags: self.flags.clone().unwrap_or_default(),
+            ignore: self.ignore.iter().take(3).cloned().collect(),
+            defaults_json: self.defaults.as_ref().map(JsonText::get).unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct StepIn {
+    tool: Name,
+    glob: Option<String>,
+    ignore_case: bool,
+    m: Option<MatchIn>,
+}
+
+#[derive(Arbitrary, Debug)]
+enum KindIn {
+    Args {
+        tool: Name,
+        call_index: i8,
+        quantifier: u8,
+        m: Option<MatchIn>,
+    },
+    Sequence {
+        steps: Vec<StepIn>,
+        mode: u8,
+    },
+    Allowed {
+        tools: Vec<Name>,
+        ignore_case: bool,
+    },
+    Forbidden {
+        tools: Vec<Name>,
+        ignore_case: bool,
+    },
+    Called {
+        tool: Name,
+    },
+    Count {
+        tool: Name,
+        glob: Option<String>,
+        ignore_case: bool,
+        min: Option<u8>,
+        max: Option<u8>,
+    },
+    Steps {
+        min: Option<u8>,
+        max: Option<u8>,
+    },
+    Order {
+        before: Name,
+        after: Name,
+    },
+    NoRepeat {
+        tools: Vec<Name>,
+        max_identical: u8,
+    },
+    Efficiency {
+        reference_steps: u8,
+        max_ratio: f32,
+    },
+    Grounding {
+        values: Vec<String>,
+        numbers: bool,
+    },
+    Trajectory {
+        reference: Vec<CallIn>,
+        mode: u8,
+        args: u8,
+        overrides: Vec<(Name, u8, Vec<String>)>,
+    },
+    Expression {
+        expr: ExprIn,
+    },
+}
+
+const EXPRS: [&str; 6] = [
+    "size(calls) > 1",
+    "calls.exists(c, c.name == 'a')",
+    "calls.all(c, c.args != null && c.args.x == 1)",
+    "answer.contains('4')",
+    "size(calls) == 0 || calls[0].position == 1",
+    "calls.map(c, c.args.x)[0] > 0",
+];
+
+#[derive(Arbitrary, Debug)]
+enum ExprIn {
+    Known(u8),
+    Raw(String),
+}
+
+#[derive(Arbitrary, Debug)]
+struct AssertionIn {
+    name: Option<String>,
+    severity: u8,
+    negate: bool,
+    kind: KindIn,
+}
+
+fn names(v: &[Name]) -> Vec<String> {
+    v.iter().take(4).map(Name::get).collect()
+}
+
+impl AssertionIn {
+    fn get(&self) -> Assertion {
+        use assertion::Kind;
+        let kind = match &self.kind {
+            KindIn::Args { tool, call_index, quantifier, m } => Kind::ToolCallArgs(ToolCallArgs {
+                tool: tool.get(),
+                call_index: i32::from(*call_index % 4),
+                quantifier: i32::from(quantifier % 3),
+                r#match: m.as_ref().map(MatchIn::get),
+            }),
+            KindIn::Sequence { steps, mode } => Kind::ToolSequence(ToolSequence {
+                steps: steps
+                    .iter()
+                    .take(4)
+                    .map(|s| SequenceStep {
+                        tool: if s.glob.is_some() { String::new() } else { s.tool.get() },
+                        glob: s.glob.clone().unwrap_or_default(),
+                        ignore_case: s.ignore_case,
+                        r#match: s.m.as_ref().map(MatchIn::get),
+                    })
+                    .collect(),
+                mode: i32::from(mode % 4),
+            }),
+            KindIn::Allowed { tools, ignore_case } => {
+                Kind::AllowedTools(ToolList { tools: names(tools), ignore_case: *ignore_case })
+            }
+            KindIn::Forbidden { tools, ignore_case } => {
+                Kind::ForbiddenTools(ToolList { tools: names(tools), ignore_case: *ignore_case })
+            }
+            KindIn::Called { tool } => Kind::ToolCalled(ToolCalled { tool: tool.get() }),
+            KindIn::Count { tool, glob, ignore_case, min, max } => Kind::ToolCount(ToolCount {
+                tool: if glob.is_some() { String::new() } else { tool.get() },
+                glob: glob.clone().unwrap_or_default(),
+                ignore_case: *ignore_case,
+                min: min.map(|v| u32::from(v % 8)),
+                max: max.map(|v| u32::from(v % 8)),
+            }),
+            KindIn::Steps { min, max } => Kind::StepCount(StepCount {
+                min: min.map(|v| u32::from(v % 8)),
+                max: max.map(|v| u32::from(v % 8)),
+            }),
+            KindIn::Order { before, after } => {
+                Kind::Order(Order { before: before.get(), after: after.get() })
+            }
+            KindIn::NoRepeat { tools, max_identical } => Kind::NoRepeatedCalls(NoRepeatedCalls {
+                tools: names(tools),
+                max_identical: u32::from(max_identical % 4),
+            }),
+            KindIn::Efficiency { reference_steps, max_ratio } => Kind::Efficiency(Efficiency {
+                reference_steps: u32::from(*reference_steps % 8),
+                max_ratio: f64::from(*max_ratio),
+            }),
+            KindIn::Grounding { values, numbers } => Kind::Grounding(Grounding {
+                values: values.iter().take(4).cloned().collect(),
+                numbers: *numbers,
+            }),
+            KindIn::Trajectory { reference, mode, args, overrides } => {
+                Kind::TrajectoryMatch(TrajectoryMatch {
+                    reference: reference.iter().take(5).map(CallIn::get).collect(),
+                    mode: i32::from(mode % 6),
+                    args: i32::from(args % 6),
+                    overrides: overrides
+                        .iter()
+                        .take(2)
+                        .map(|(t, m, ig)| ToolOverride {
+                            tool: t.get(),
+                            args: i32::from(m % 6),
+                            ignore: ig.iter().take(2).cloned().collect(),
+                        })
+                        .collect(),
+                })
+            }
+            KindIn::Expression { expr } => Kind::Expression(Expression {
+                expr: match expr {
+                    ExprIn::Known(i) => EXPRS[usize::from(*i) % EXPRS.len()].to_owned(),
+                    ExprIn::Raw(s) => s.clone(),
+                },
+            }),
+        };
+        Assertion {
+            name: self.name.clone().unwrap_or_default(),
+            severity: i32::from(self.severity % 3),
+            negate: self.negate,
+            kind: Some(kind),
+        }
+    }
+}
+
+/// The structured input of the `grade` target.
+#[derive(Arbitrary, Debug)]
+pub struct GradeInput {
+    trace_id: String,
+    calls: Vec<CallIn>,
+    final_answer: String,
+    metadata: Vec<(String, String)>,
+    assertions: Vec<AssertionIn>,
+}
+
+impl GradeInput {
+    /// The trace and suite this input denotes (calls and assertions capped at 8 and 5).
+    pub fn build(&self) -> (Trace, Suite) {
+        let trace = Trace {
+            id: self.trace_id.clone(),
+            calls: self.calls.iter().take(8).map(CallIn::get).collect(),
+            final_answer: self.final_answer.clone(),
+            metadata: self.metadata.iter().take(3).cloned().collect(),
+        };
+        let suite = Suite {
+            name: "fuzz".to_owned(),
+            assertions: self.assertions.iter().take(5).map(AssertionIn::get).collect(),
+        };
+        (trace, suite)
+    }
+}
+
+fn graded(bytes: &[u8]) -> GradeResult {
+    match outcome(bytes) {
+        trace_outcome::Outcome::Result(r) => r,
+        trace_outcome::Outcome::Error(e) => {
+            panic!("a well-formed trace became an item error: {e:?}")
+        }
+    }
+}
+
+/// How many `grade` inputs got as far as grading (a compiled, non-trivial suite): the replay
+/// harness prints it, so a generator that only builds invalid suites shows.
+pub static GRADED: AtomicUsize = AtomicUsize::new(0);
+
+/// `grade`: a fuzz-built trace and suite. Compiled suites grade identically at 1 and 2
+/// threads; negating every assertion flips each status except `EXPRESSION_ERROR` (SPEC §9.24),
+/// and `not:` prefixes default names only (§9.25).
+pub fn grade(data: &[u8]) {
+    let Ok(input) = GradeInput::arbitrary_take_rest(Unstructured::new(data)) else { return };
+    let (trace, suite) = input.build();
+    let Ok(compiled) = grader(1).compile_suite(&suite.encode_to_vec()) else { return };
+    GRADED.fetch_add(1, Ordering::Relaxed);
+    let trace_bytes = trace.encode_to_vec();
+    let batch: Vec<&[u8]> = vec![&trace_bytes; 4];
+    let one = grader(1).grade_traces(&compiled, &batch);
+    let two = grader(2).grade_traces(&compiled, &batch);
+    assert!(one == two, "1 and 2 threads grade differently");
+    assert!(one.iter().all(|o| *o == one[0]), "identical traces grade differently");
+    let base = graded(&one[0]);
+    assert_eq!(base.results.len(), suite.assertions.len());
+
+    let mut negated_suite = suite.clone();
+    for a in &mut negated_suite.assertions {
+        a.negate = !a.negate;
+    }
+    let negated = grader(2)
+        .compile_suite(&negated_suite.encode_to_vec())
+        .expect("the negated suite compiles when the suite does");
+    let flipped = graded(&grader(2).grade_traces(&negated, &[&trace_bytes])[0]);
+    let pass = AssertionStatus::Pass as i32;
+    let fail = AssertionStatus::Fail as i32;
+    for ((a, r), n) in suite.assertions.iter().zip(&base.results).zip(&flipped.results) {
+        let expression_error =
+            |x: &trajgrade_core::proto::v1::AssertionResult| x.reason_code == "EXPRESSION_ERROR";
+        if expression_error(r) || expression_error(n) {
+            assert!(
+                r.status == fail && n.status == fail && expression_error(r) && expression_error(n),
+                "EXPRESSION_ERROR must fail either way: {r:?} vs {n:?}"
+            );
+        } else {
+            assert!(
+                (r.status == pass && n.status == fail) || (r.status == fail && n.status == pass),
+                "negation did not flip the status: {r:?} vs {n:?}"
+            );
+        }
+        assert_eq!(r.positions, n.positions, "negated assertions report their base positions");
+        assert_eq!(r.severity, n.severity);
+        if a.name.is_empty() {
+            let (plain, not) = if a.negate { (&n.name, &r.name) } else { (&r.name, &n.name) };
+            assert_eq!(*not, format!("not:{plain}"), "default name of a negated assertion");
+        } else {
+            assert_eq!(r.name, a.name);
+            assert_eq!(n.name, a.name);
+        }
+    }
+}
