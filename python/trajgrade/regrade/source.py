@@ -197,12 +197,34 @@ def _parquet_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _batches(
+    path: str, groups: list[int], chunk_size: int, columns: list[str] | None
+) -> Iterator[Any]:
+    """The record batches of these row groups, one row group at a time.
+
+    Peak RSS stays flat however many row groups the file has: a fresh reader per row group
+    (one long-lived reader's decode buffers keep growing), and Arrow's pool (mimalloc by
+    default) hands freed buffers back after every batch. Batches do not span row groups.
+    """
+    import pyarrow as pa  # noqa: PLC0415  (optional dependency)
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    pool = pa.default_memory_pool()
+    for group in groups:
+        reader = pq.ParquetFile(path)
+        for batch in reader.iter_batches(
+            batch_size=chunk_size, row_groups=[group], columns=columns
+        ):
+            pool.release_unused()
+            yield batch
+        reader.close()
+
+
 def _parquet(
     file: InputFile, offset: int, chunk_size: int, raw_lines: bool = False
 ) -> Iterator[tuple[list[bytes | ReadFailure], int, int, bool]]:
-    """(items, end row, bytes read) per chunk of a Parquet file with one row per trace."""
-    import pyarrow as pa  # noqa: PLC0415  (optional dependency)
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    """(items, end row, bytes read, raw) per chunk of a Parquet file with one row per trace."""
+    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
     meta = parquet.metadata
@@ -219,11 +241,7 @@ def _parquet(
     per_row = file.size / max(meta.num_rows, 1)
     binary = "trace" in parquet.schema_arrow.names
     columns = ["trace"] if binary else None
-    pool = pa.default_memory_pool()
-    for batch in parquet.iter_batches(batch_size=chunk_size, row_groups=groups, columns=columns):
-        # The allocator (mimalloc by default) otherwise keeps freed decode buffers around,
-        # and the peak RSS grows with the number of row groups read.
-        pool.release_unused()
+    for batch in _batches(file.path, groups, chunk_size, columns):
         if row + batch.num_rows <= offset:
             row += batch.num_rows
             continue
