@@ -45,6 +45,7 @@ from trajgrade._core import (
 from trajgrade.suites import SuiteInput, load_suite
 from trajgrade.traces import TraceInput, trace_bytes
 from trajgrade.v1 import grader_service_pb2, result_pb2, suite_pb2
+from trajgrade.wire import length_delimited as _field
 
 __all__ = [
     "AsyncClient",
@@ -222,20 +223,6 @@ def _remaining(deadline: float | None) -> float | None:
 
 
 # --- requests ------------------------------------------------------------------------------------
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field; traces are embedded as bytes, never re-decoded."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 import grpc
 import pytest
 from trajgrade import _core
-from trajgrade.server import wire
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import result_pb2, trace_pb2
+from trajgrade.wire import length_delimited
 
 from .server_harness import Case, Harness, ServerFactory, bad_utf8_trace, request_for, status_of
 
@@ -62,11 +62,11 @@ async def test_batch_grades_every_trace_in_order_and_isolates_bad_items(
     # Item 10: not UTF-8 (only the core can tell); item 11: over the calls limit.
     items[10:10] = [bad_utf8_trace("bad"), too_many.SerializeToString()]
     envelope = g.BatchGradeTracesRequest(suite=suite).SerializeToString()
-    envelope += b"".join(wire.length_delimited(3, item) for item in items)
+    envelope += b"".join(length_delimited(3, item) for item in items)
 
     answer = await server.raw_unary("BatchGradeTraces")(envelope)
     library = limited.grade_traces(limited.compile_suite(suite.SerializeToString()), items)
-    assert answer == b"".join(wire.length_delimited(1, outcome) for outcome in library)
+    assert answer == b"".join(length_delimited(1, outcome) for outcome in library)
     outcomes = g.BatchGradeTracesResponse.FromString(answer).outcomes
     assert len(outcomes) == 32
     assert outcomes[10].WhichOneof("outcome") == "error"
@@ -110,7 +110,7 @@ async def test_stream_results_in_request_order_with_suite_carried_over(
         else:
             msg = g.StreamGradeTracesRequest(trace=trace).SerializeToString()
         if i == 30:
-            msg = wire.length_delimited(1, bad_utf8_trace("s30"))  # a bad item mid-stream
+            msg = length_delimited(1, bad_utf8_trace("s30"))  # a bad item mid-stream
         suite = (
             g.GradeTraceRequest(suite=case_a.suite)
             if i < 60

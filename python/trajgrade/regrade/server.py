@@ -9,6 +9,7 @@ import grpc
 
 from trajgrade.regrade.source import Chunk
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc, suite_pb2
+from trajgrade.wire import length_delimited as _field
 
 STREAM_METHOD = "/trajgrade.v1.GraderService/StreamGradeTraces"
 _MAX_MESSAGE = 64 * 1024 * 1024
@@ -16,20 +17,6 @@ _MAX_MESSAGE = 64 * 1024 * 1024
 
 class ServerError(Exception):
     """The server refused the suite or ended the stream with a status."""
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field: how trace bytes become a request without a parse."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _outcome(response: bytes) -> bytes:

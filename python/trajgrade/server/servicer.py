@@ -21,6 +21,7 @@ from trajgrade.server.status import (
     to_status,
 )
 from trajgrade.v1 import grader_service_pb2, result_pb2
+from trajgrade.wire import length_delimited
 
 SERVICE_NAME: str = grader_service_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name
 
@@ -122,7 +123,7 @@ class GraderServicer:
             if suite is None:
                 raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
         outcomes = self._grader.grade_traces(suite, traces)
-        return b"".join(wire.length_delimited(_OUTCOME, o) for o in outcomes)
+        return b"".join(length_delimited(_OUTCOME, o) for o in outcomes)
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""
@@ -141,7 +142,7 @@ class GraderServicer:
             raise SuiteUnknownError(
                 f"no suite with id {suite_id!r} is registered", field="suite_id"
             )
-        return wire.length_delimited(_SUITE, compiled.suite_bytes())
+        return length_delimited(_SUITE, compiled.suite_bytes())
 
     async def stream_grade_traces(
         self, requests: AsyncIterator[bytes], context: Ctx
@@ -168,9 +169,9 @@ class GraderServicer:
                 try:
                     response = await future
                 except (_core.InvalidRequestError, _core.LimitExceededError) as exc:
-                    yield wire.length_delimited(_OUTCOME, _item_error(request, exc))
+                    yield length_delimited(_OUTCOME, _item_error(request, exc))
                     continue
-                yield wire.length_delimited(_OUTCOME, response)
+                yield length_delimited(_OUTCOME, response)
         finally:
             reader.cancel()
             # Whatever is still queued for this stream has nobody to go to: let the batcher skip it.

@@ -23,21 +23,6 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_varint(value: int) -> bytes:
-    """The base-128 varint encoding of a non-negative int."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def length_delimited(field_number: int, payload: bytes) -> bytes:
-    """One length-delimited field (a message or string) holding payload."""
-    return encode_varint(field_number << 3 | _LEN) + encode_varint(len(payload)) + payload
-
-
 def top_level_fields(buf: bytes) -> Iterator[tuple[int, int, int, int]]:
     """(field number, start of the whole field, start of the value, end) for each top-level field.
 
