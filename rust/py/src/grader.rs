@@ -180,7 +180,23 @@ impl PyGrader {
     fn wrap(&self, suite: Arc<CompiledSuite>) -> PyCompiledSuite {
         PyCompiledSuite { grader: Arc::clone(&self.inner), suite }
     }
+
+    /// Items against one compiled suite through `grade`, with the GIL released.
+    fn per_suite<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        items: Vec<PyBackedBytes>,
+        grade: SuiteGrading,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out = run_detached(py, move || grade(&grader, &suite, &borrow(&items)))?;
+        Ok(bytes_list(py, &out))
+    }
 }
+
+/// A core entry point that grades many items against one compiled suite.
+type SuiteGrading = fn(&Grader, &CompiledSuite, &[&[u8]]) -> Vec<Vec<u8>>;
 
 const _: () = assert!(trajgrade_core::DEFAULT_MAX_REGISTERED_SUITES == 10_000);
 
@@ -267,9 +283,7 @@ impl PyGrader {
         suite: &Bound<'py, PyCompiledSuite>,
         traces: Vec<PyBackedBytes>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let out = run_detached(py, move || grader.grade_traces(&suite, &borrow(&traces)))?;
-        Ok(bytes_list(py, &out))
+        self.per_suite(py, suite, traces, Grader::grade_traces)
     }
 
     /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized
@@ -280,9 +294,7 @@ impl PyGrader {
         suite: &Bound<'py, PyCompiledSuite>,
         lines: Vec<PyBackedBytes>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let out = run_detached(py, move || grader.grade_json_traces(&suite, &borrow(&lines)))?;
-        Ok(bytes_list(py, &out))
+        self.per_suite(py, suite, lines, Grader::grade_json_traces)
     }
 
     /// As `grade_json_traces`, but each output is the regrade JSONL row (docs/regrade.md),
@@ -293,10 +305,7 @@ impl PyGrader {
         suite: &Bound<'py, PyCompiledSuite>,
         lines: Vec<PyBackedBytes>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let out =
-            run_detached(py, move || grader.grade_json_traces_to_json(&suite, &borrow(&lines)))?;
-        Ok(bytes_list(py, &out))
+        self.per_suite(py, suite, lines, Grader::grade_json_traces_to_json)
     }
 
     /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)
