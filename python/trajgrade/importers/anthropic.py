@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from trajgrade.importers import exact_json
 from trajgrade.importers.records import (
     MESSAGE_LIST_KEYS,
     dumps_untrusted,
-    iter_json_records,
+    read_conversations,
     wrapper_metadata,
 )
 from trajgrade.importers.report import (
@@ -35,17 +36,9 @@ _SILENT_BLOCKS = frozenset(
 
 def read(path: Path, report: ImportReport) -> Iterator[trace_pb2.Trace]:
     """Yield one Trace per conversation in a JSON / JSON Lines file."""
-    index = 0
-    for where, value in iter_json_records(path, report):
-        for conv_where, trace_id, metadata, messages in iter_conversations(value, where, report):
-            yield from_messages(
-                messages,
-                trace_id=trace_id or f"{path.stem}#{index}",
-                metadata=metadata,
-                report=report,
-                where=conv_where,
-            )
-            index += 1
+    return read_conversations(
+        path, report, iter_conversations, functools.partial(from_messages, report=report)
+    )
 
 
 def iter_conversations(

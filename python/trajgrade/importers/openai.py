@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from trajgrade.importers import exact_json
 from trajgrade.importers.records import (
     MESSAGE_LIST_KEYS,
     dumps_untrusted,
-    iter_json_records,
+    read_conversations,
     wrapper_metadata,
 )
 from trajgrade.importers.report import (
@@ -47,18 +48,8 @@ def read(
     path: Path, report: ImportReport, *, error_prefix: str | None = None
 ) -> Iterator[trace_pb2.Trace]:
     """Yield one Trace per conversation in a JSON / JSON Lines file."""
-    index = 0
-    for where, value in iter_json_records(path, report):
-        for conv_where, trace_id, metadata, items in iter_conversations(value, where, report):
-            yield from_items(
-                items,
-                trace_id=trace_id or f"{path.stem}#{index}",
-                metadata=metadata,
-                report=report,
-                where=conv_where,
-                error_prefix=error_prefix,
-            )
-            index += 1
+    build = functools.partial(from_items, report=report, error_prefix=error_prefix)
+    return read_conversations(path, report, iter_conversations, build)
 
 
 def iter_conversations(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trajgrade.importers import exact_json
 from trajgrade.importers.report import INVALID_RECORD, ImportReport
@@ -50,6 +50,36 @@ def iter_json_records(path: Path, report: ImportReport) -> Iterator[tuple[str, A
                 yield where, exact_json.loads(raw)
             except ValueError as exc:
                 report.add(INVALID_RECORD, where, str(exc))
+
+
+T = TypeVar("T")
+
+# Finds the conversations in one record: yields `(where, id or None, metadata, items)`.
+FindConversations = Callable[
+    [Any, str, ImportReport], Iterator[tuple[str, str | None, dict[str, str], list[Any]]]
+]
+
+
+def read_conversations(
+    path: Path,
+    report: ImportReport,
+    find: FindConversations,
+    build: Callable[..., T],
+) -> Iterator[T]:
+    """One `build(items, trace_id=, metadata=, where=)` per conversation `find` sees in `path`.
+
+    A conversation without an id of its own is named `<file stem>#<n>`, n counting from 0.
+    """
+    index = 0
+    for where, value in iter_json_records(path, report):
+        for conv_where, trace_id, metadata, items in find(value, where, report):
+            yield build(
+                items,
+                trace_id=trace_id or f"{path.stem}#{index}",
+                metadata=metadata,
+                where=conv_where,
+            )
+            index += 1
 
 
 def scalar_text(value: Any) -> str | None:
