@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 import pytest
 from trajgrade import _core
+from trajgrade.server import wire
+from trajgrade.server.status import RequestInvalidError
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import trace_pb2
 from trajgrade.wire import length_delimited
@@ -303,3 +305,44 @@ async def test_drain_finishes_the_chunk_in_flight_then_refuses_the_next(
     # The chunk accepted before the drain was graded and answered in full.
     assert answers == [library_chunk(reference, case.suite.SerializeToString(), traces[:20])]
     assert await drain is True
+
+
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 16_383, 16_384, 2_100_000])
+def test_split_fields_reads_every_length_and_keeps_other_fields(size: int) -> None:
+    """The inline fast path (one-byte tag, one- or two-byte length) agrees with the general
+    reader at every varint boundary, and fields it does not want are skipped whatever their
+    wire type (a varint, a fixed64, a long tag)."""
+    trace = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    other = b"\x28\x96\x01" + b"\x31" + b"\x00" * 8 + b"\xfa\x3f\x01z"  # 5: varint, 6: i64, 1023
+    message = length_delimited(4, trace) + other + length_delimited(4, b"") + by_id("s1-x")
+    traces, found = wire.split_fields(message, 4, (1, 2, 3))
+    assert traces == [trace, b""]
+    start, value_start, end = found[3]
+    assert message[start:end] == by_id("s1-x")
+    assert message[value_start:end] == b"s1-x"
+    assert 1 not in found and 2 not in found
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        length_delimited(4, b"abc")[:-1],  # truncated value
+        b"\x22",  # a tag without a length
+        b"\x22\xff\xff",  # a length whose varint never ends
+        b"\x20\x01",  # traces (4) as a varint
+        b"\x00\x01",  # field number 0
+    ],
+)
+def test_split_fields_rejects_broken_framing(message: bytes) -> None:
+    with pytest.raises(RequestInvalidError):
+        wire.split_fields(message, 4, (1, 2, 3))
+
+
+async def test_broken_chunk_framing_ends_the_stream_as_invalid_argument(
+    server: Harness, valid_cases: list[Case]
+) -> None:
+    message = inline(valid_cases[0]) + length_delimited(4, b"abc")[:-1]
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        _ = [a async for a in server.raw_stream()(_messages([message]))]
+    code, info = status_of(err.value)
+    assert (code, info.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")

@@ -116,8 +116,11 @@ def split_fields(
         if key < 0x80 and key & 7 == _LEN and key >> 3:
             pos += 1
             length = buf[pos] if pos < size else 0x80
-            if length < 0x80:
+            if length < 0x80:  # a value under 128 bytes
                 value_start = pos + 1
+            elif pos + 1 < size and buf[pos + 1] < 0x80:  # under 16 KiB
+                length = (length & 0x7F) | (buf[pos + 1] << 7)
+                value_start = pos + 2
             else:
                 length, value_start = _varint(buf, pos)
             pos = value_start + length
