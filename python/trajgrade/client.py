@@ -12,6 +12,9 @@ production:
   UNAVAILABLE, and RESOURCE_EXHAUSTED when the server's queue is full, are retried with
   exponential back-off and jitter, within the deadline and at most `RetryPolicy.max_attempts`
   times. Grading is a pure function, so every RPC is safe to repeat.
+* `grade_stream` sends `stream_chunk` traces (default 256) per StreamGradeTraces message; the
+  server grades each chunk as one batch, so a stream runs at batch speed rather than at gRPC's
+  per-message rate. `chunk_size=1` sends the single-trace form that older servers understand.
 * A failed call raises a `trajgrade` exception (`InvalidSuiteError` with `field` and
   `problems`, `SuiteNotFoundError`, ...): `_STATUS_TABLE` below is server/status.py inverted.
 """
