@@ -111,6 +111,70 @@ def test_item_errors_stay_in_their_slot(make_server: Any) -> None:
         assert err.value.reason_code == "TOO_MANY_CALLS"
 
 
+class _ChunkLog:
+    """The real core, recording the size of each chunk the server grades (grade_traces)."""
+
+    def __init__(self) -> None:
+        self.inner = trajgrade._core.Grader(trajgrade._core.Limits(max_calls_per_trace=2))
+        self.chunks: list[int] = []
+
+    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]:
+        self.chunks.append(len(traces))
+        return self.inner.grade_traces(suite, traces)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize(("chunk_size", "window"), [(1, 1024), (7, 1024), (256, 1024), (64, 10)])
+def test_stream_sends_chunks_and_keeps_every_outcome_in_place(
+    make_server: Any, chunk_size: int, window: int
+) -> None:
+    log = _ChunkLog()
+    server = make_server(grader=log, max_calls_per_trace=2)
+    too_many = {"id": "big", "calls": [{"name": "x"}] * 3}
+    traces: list[Any] = [trace(f"t{i}", amount=5000 if i % 3 else 1) for i in range(60)]
+    traces[20] = too_many
+    traces[41] = {"id": "typo", "callz": []}  # fails to encode here: never sent
+    with Client(server.target, stream_window=window) as client:
+        outcomes = list(client.grade_stream(iter(traces), SUITE, chunk_size=chunk_size))
+    assert len(outcomes) == 60
+    for i, outcome in enumerate(outcomes):
+        if i == 20:
+            assert isinstance(outcome, result_pb2.ItemError)
+            assert (outcome.trace_id, outcome.reason_code) == ("big", "TOO_MANY_CALLS")
+            if chunk_size > 1:  # renumbered from the chunk's index to the caller's
+                assert outcome.field.startswith("traces[20]"), outcome.field
+        elif i == 41:
+            assert isinstance(outcome, result_pb2.ItemError)
+            assert (outcome.reason_code, outcome.field) == ("INVALID_TRACE", "traces[41].callz")
+        else:
+            assert outcome == expected(traces[i])[0], i
+    if chunk_size == 1:
+        assert log.chunks == []  # the single-trace form only
+    else:
+        assert sum(log.chunks) == 59
+        assert max(log.chunks) <= min(chunk_size, window)
+        assert len(log.chunks) <= 59 // min(chunk_size, window) + 2
+
+
+async def test_async_stream_sends_chunks(make_server: Any) -> None:
+    log = _ChunkLog()
+    server = make_server(grader=log, max_calls_per_trace=2)
+    traces = [trace(f"t{i}", amount=5000 if i % 2 else 1) for i in range(100)]
+
+    async def produce() -> AsyncIterator[dict[str, Any]]:
+        for t in traces:
+            yield t
+
+    async with AsyncClient(server.target, stream_chunk=30, stream_window=45) as client:
+        assert [o async for o in client.grade_stream(produce(), SUITE)] == expected(*traces)
+        assert sum(log.chunks) == 100
+        assert max(log.chunks) == 30
+        with pytest.raises(ValueError, match="chunk_size"):
+            _ = [o async for o in client.grade_stream(traces, SUITE, chunk_size=0)]
+
+
 def test_errors_are_trajgrade_exceptions(server: ThreadedServer) -> None:
     bad_suite = {
         "assertions": [

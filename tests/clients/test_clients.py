@@ -29,7 +29,14 @@ from .clients_support import CLIENTS, PROTO, VECTORS, Expected, Server, as_dict,
 
 pytestmark = pytest.mark.timeout(900)
 
-GRADING_RPCS = ("GradeTrace", "BatchGradeTraces", "StreamGradeTraces")
+# StreamGradeTraces sends chunks (several messages, the last partial); the other name, one
+# trace per message.
+GRADING_RPCS = (
+    "GradeTrace",
+    "BatchGradeTraces",
+    "StreamGradeTraces",
+    "StreamGradeTracesOnePerMessage",
+)
 BUILD_TIMEOUT_S = 840.0
 
 

@@ -50,3 +50,20 @@ def test_server_mode_equals_local(
     )  # fmt: skip
     assert summary.traces == 601 and summary.errors == 1
     assert remote.read_bytes() == local.read_bytes()
+
+
+def test_server_mode_splits_a_chunk_over_several_stream_messages(
+    workload: dict[str, Path], tmp_path: Path, server_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regrade chunk larger than one stream message goes out as several chunk messages."""
+    from trajgrade.regrade import server as server_engine  # noqa: PLC0415
+
+    monkeypatch.setattr(server_engine, "_MESSAGE_TRACES", 50)
+    local, remote = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+    regrade([str(workload["jsonl"])], workload["suite"], str(local), chunk_size=256)
+    summary = regrade(
+        [str(workload["jsonl"])], workload["suite"], str(remote), chunk_size=256,
+        server=server_address,
+    )  # fmt: skip
+    assert summary.traces == 601 and summary.errors == 1
+    assert remote.read_bytes() == local.read_bytes()

@@ -137,6 +137,10 @@ class GatedGrader:
         self._wait(1)
         return self.inner.grade_batch_request(request)
 
+    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]:
+        self._wait(len(traces))
+        return self.inner.grade_traces(suite, traces)
+
     def register_suite(self, suite: bytes) -> str:
         return self.inner.register_suite(suite)
 

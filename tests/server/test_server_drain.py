@@ -10,13 +10,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
+import pytest
 from trajgrade import _core
 from trajgrade.commands import health as health_command
 from trajgrade.server.status import error_info
 from trajgrade.v1 import grader_service_pb2 as g
+from trajgrade.wire import length_delimited
 
 from .server_harness import SERVICE, Case, request_for
 
@@ -173,6 +176,53 @@ async def test_workers_share_the_port_and_drain_on_sigterm(
         # The kernel spread the 20 connections over both workers (all on one: p = 2**-19).
         assert all(line["answered"].get("OK", 0) >= 1 for line in drained)
         assert sum(line["answered"]["OK"] for line in drained) == 20
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_sigterm_during_a_chunked_stream_answers_every_accepted_chunk(
+    tmp_path: Path, valid_cases: list[Case], reference: _core.Grader
+) -> None:
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    log_path = tmp_path / "serve.log"
+    process = _start(port, log_path)
+    try:
+        await asyncio.to_thread(_wait_serving, address, process, log_path)
+        case = valid_cases[0]
+        traces = [case.trace.SerializeToString()] * 200
+        suite = case.suite.SerializeToString()
+        chunk = b"".join(length_delimited(4, t) for t in traces)
+        outcomes = reference.grade_traces(reference.compile_suite(suite), traces)
+        expected = b"".join(length_delimited(2, o) for o in outcomes)
+        stop = asyncio.Event()
+
+        async def messages() -> AsyncIterator[bytes]:
+            yield chunk + length_delimited(2, suite)
+            while not stop.is_set():
+                yield chunk
+                await asyncio.sleep(0.01)
+
+        answers = 0
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.stream_stream(SERVICE + "StreamGradeTraces")(messages())
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                async for answer in call:
+                    assert answer == expected  # every answer whole and exact
+                    answers += 1
+                    if answers == 5:
+                        process.send_signal(signal.SIGTERM)
+            stop.set()
+        info = error_info(err.value.trailing_metadata())
+        assert info is not None, (err.value.code(), err.value.details())
+        assert (err.value.code(), info.reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
+        assert answers >= 5
+        assert await asyncio.to_thread(process.wait, 60) == 0, log_path.read_text()
+        lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+        drained = [line for line in lines if line["msg"].startswith("drained")]
+        assert drained, log_path.read_text()
     finally:
         if process.poll() is None:
             process.kill()

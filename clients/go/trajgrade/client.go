@@ -78,22 +78,43 @@ func (c *Client) BatchGradeTraces(ctx context.Context, suiteID string, traces []
 	return resp.GetOutcomes(), nil
 }
 
-// StreamGradeTraces sends traces over one StreamGradeTraces call and collects the outcomes,
-// which the server returns in request order. The suite id travels with the first message
-// only; later messages keep it. Sending and receiving run concurrently, so a long input does
-// not deadlock on flow control.
+// DefaultStreamChunk is how many traces StreamGradeTraces puts in one stream message.
+const DefaultStreamChunk = 256
+
+// StreamGradeTraces sends traces over one StreamGradeTraces call in chunks of
+// DefaultStreamChunk traces per message and collects the outcomes, which the server returns
+// in request order. See StreamGradeTracesChunked.
 func (c *Client) StreamGradeTraces(ctx context.Context, suiteID string, traces []*pb.Trace) ([]*pb.TraceOutcome, error) {
+	return c.StreamGradeTracesChunked(ctx, suiteID, traces, DefaultStreamChunk)
+}
+
+// StreamGradeTracesChunked sends traces over one StreamGradeTraces call, chunkSize traces per
+// message (the `traces` field; the server grades each message as one batch and answers its
+// `outcomes`), and collects the outcomes in request order. chunkSize 1 (or less) sends one
+// trace per message in the `trace` field, the form servers without chunks understand. The
+// suite id travels with the first message only; later messages keep it. Sending and
+// receiving run concurrently, so a long input does not deadlock on flow control.
+func (c *Client) StreamGradeTracesChunked(ctx context.Context, suiteID string, traces []*pb.Trace, chunkSize int) ([]*pb.TraceOutcome, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.stub.StreamGradeTraces(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if chunkSize < 1 {
+		chunkSize = 1
+	}
 	sendErr := make(chan error, 1)
 	go func() {
-		for i, trace := range traces {
-			req := &pb.StreamGradeTracesRequest{Trace: trace}
-			if i == 0 {
+		for start := 0; start < len(traces); start += chunkSize {
+			end := min(start+chunkSize, len(traces))
+			req := &pb.StreamGradeTracesRequest{}
+			if chunkSize == 1 {
+				req.Trace = traces[start]
+			} else {
+				req.Traces = traces[start:end]
+			}
+			if start == 0 {
 				req.SuiteRef = &pb.StreamGradeTracesRequest_SuiteId{SuiteId: suiteID}
 			}
 			if err := stream.Send(req); err != nil {
@@ -116,7 +137,11 @@ func (c *Client) StreamGradeTraces(ctx context.Context, suiteID string, traces [
 		if err != nil {
 			return nil, err
 		}
-		outcomes = append(outcomes, resp.GetOutcome())
+		if len(resp.GetOutcomes()) > 0 {
+			outcomes = append(outcomes, resp.GetOutcomes()...)
+		} else {
+			outcomes = append(outcomes, resp.GetOutcome())
+		}
 	}
 	if err := <-sendErr; err != nil {
 		return nil, err

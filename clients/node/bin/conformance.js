@@ -7,8 +7,9 @@
  *
  * vectors.json is {"suite": Suite, "traces": [Trace, ...]} in the protobuf JSON mapping. Output:
  * {"rpc":"RegisterSuite","suite_id":...}, then one
- * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces","index":i,"outcome":TraceOutcome}
- * per trace and RPC.
+ * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,
+ * "outcome":TraceOutcome} per trace and RPC. StreamGradeTraces sends chunks of 4 traces per message
+ * (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form.
  */
 const fs = require('node:fs');
 const { TrajgradeClient } = require('../src/client');
@@ -31,8 +32,12 @@ async function main(argv) {
     }
     const batch = await client.batchGradeTraces(suiteId, traces);
     batch.forEach((outcome, index) => print({ rpc: 'BatchGradeTraces', index, outcome }));
-    const stream = await client.streamGradeTraces(suiteId, traces);
+    const stream = await client.streamGradeTraces(suiteId, traces, { chunkSize: 4 });
     stream.forEach((outcome, index) => print({ rpc: 'StreamGradeTraces', index, outcome }));
+    const single = await client.streamGradeTraces(suiteId, traces, { chunkSize: 1 });
+    single.forEach((outcome, index) =>
+      print({ rpc: 'StreamGradeTracesOnePerMessage', index, outcome }),
+    );
   } finally {
     client.close();
   }

@@ -33,6 +33,9 @@ function loadPackage(protoDir = DEFAULT_PROTO_DIR) {
   return grpc.loadPackageDefinition(definition).trajgrade.v1;
 }
 
+/** How many traces streamGradeTraces puts in one stream message by default. */
+const DEFAULT_STREAM_CHUNK = 256;
+
 /** A connection to one trajgrade server. */
 class TrajgradeClient {
   /**
@@ -85,14 +88,24 @@ class TrajgradeClient {
   }
 
   /**
-   * Grade traces over one bidirectional stream; outcomes arrive in request order. The suite id
-   * travels with the first message only.
+   * Grade traces over one bidirectional stream; resolves to one TraceOutcome per trace, in
+   * request order. Traces go out `chunkSize` per message (the `traces` field, default 256; the
+   * server grades each message as one batch and answers its `outcomes`); `chunkSize: 1` sends one
+   * trace per message in the `trace` field, the form servers without chunks understand. The suite
+   * id travels with the first message only.
    */
-  streamGradeTraces(suiteId, traces) {
+  streamGradeTraces(suiteId, traces, { chunkSize = DEFAULT_STREAM_CHUNK } = {}) {
+    const size = Math.max(1, Math.floor(chunkSize));
     return new Promise((resolve, reject) => {
       const outcomes = [];
       const call = this.stub.StreamGradeTraces(this._callOptions());
-      call.on('data', (response) => outcomes.push(response.outcome ?? {}));
+      call.on('data', (response) => {
+        if (response.outcomes && response.outcomes.length > 0) {
+          outcomes.push(...response.outcomes);
+        } else {
+          outcomes.push(response.outcome ?? {});
+        }
+      });
       call.on('error', reject);
       call.on('end', () => {
         if (outcomes.length !== traces.length) {
@@ -101,10 +114,23 @@ class TrajgradeClient {
           resolve(outcomes);
         }
       });
-      traces.forEach((trace, i) => call.write(i === 0 ? { trace, suite_id: suiteId } : { trace }));
+      for (let start = 0; start < traces.length; start += size) {
+        const message =
+          size === 1 ? { trace: traces[start] } : { traces: traces.slice(start, start + size) };
+        if (start === 0) {
+          message.suite_id = suiteId;
+        }
+        call.write(message);
+      }
       call.end();
     });
   }
 }
 
-module.exports = { TrajgradeClient, loadPackage, LOADER_OPTIONS, DEFAULT_PROTO_DIR };
+module.exports = {
+  TrajgradeClient,
+  loadPackage,
+  LOADER_OPTIONS,
+  DEFAULT_PROTO_DIR,
+  DEFAULT_STREAM_CHUNK,
+};

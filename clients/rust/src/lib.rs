@@ -138,31 +138,63 @@ impl Client {
         Ok(outcomes)
     }
 
-    /// Grades traces over one bidirectional stream; outcomes come back in request order. The
-    /// suite id travels with the first message only.
+    /// Grades traces over one bidirectional stream, [`DEFAULT_STREAM_CHUNK`] traces per
+    /// message; outcomes come back in request order.
     pub async fn stream_grade_traces(
         &mut self,
         suite_id: &str,
         traces: Vec<Trace>,
     ) -> Result<Vec<TraceOutcome>, Error> {
+        self.stream_grade_traces_chunked(suite_id, traces, DEFAULT_STREAM_CHUNK).await
+    }
+
+    /// Grades traces over one bidirectional stream, `chunk_size` traces per message (the
+    /// `traces` field; the server grades each message as one batch and answers its
+    /// `outcomes`); outcomes come back in request order. `chunk_size` 1 sends one trace per
+    /// message in the `trace` field, the form servers without chunks understand. The suite id
+    /// travels with the first message only.
+    pub async fn stream_grade_traces_chunked(
+        &mut self,
+        suite_id: &str,
+        traces: Vec<Trace>,
+        chunk_size: usize,
+    ) -> Result<Vec<TraceOutcome>, Error> {
         let count = traces.len();
-        let suite_id = suite_id.to_owned();
-        let messages =
-            traces.into_iter().enumerate().map(move |(i, trace)| StreamGradeTracesRequest {
-                trace: Some(trace),
-                suite_ref: (i == 0)
-                    .then(|| stream_grade_traces_request::SuiteRef::SuiteId(suite_id.clone())),
+        let size = chunk_size.max(1);
+        let mut messages = Vec::with_capacity(count.div_ceil(size));
+        let mut rest = traces.into_iter().peekable();
+        while rest.peek().is_some() {
+            let chunk: Vec<Trace> = rest.by_ref().take(size).collect();
+            let suite_ref = messages
+                .is_empty()
+                .then(|| stream_grade_traces_request::SuiteRef::SuiteId(suite_id.to_owned()));
+            messages.push(if size == 1 {
+                StreamGradeTracesRequest {
+                    trace: chunk.into_iter().next(),
+                    suite_ref,
+                    traces: vec![],
+                }
+            } else {
+                StreamGradeTracesRequest { trace: None, suite_ref, traces: chunk }
             });
+        }
         let request = self.request(tokio_stream::iter(messages));
         let mut responses = self.stub.stream_grade_traces(request).await?.into_inner();
         let mut outcomes = Vec::with_capacity(count);
         while let Some(response) = responses.message().await? {
-            outcomes.push(response.outcome.unwrap_or_default());
+            if response.outcomes.is_empty() {
+                outcomes.push(response.outcome.unwrap_or_default());
+            } else {
+                outcomes.extend(response.outcomes);
+            }
         }
         check_count(outcomes.len(), count)?;
         Ok(outcomes)
     }
 }
+
+/// How many traces [`Client::stream_grade_traces`] puts in one stream message.
+pub const DEFAULT_STREAM_CHUNK: usize = 256;
 
 fn check_count(outcomes: usize, traces: usize) -> Result<(), Error> {
     if outcomes == traces {

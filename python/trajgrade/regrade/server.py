@@ -13,31 +13,64 @@ from trajgrade.wire import length_delimited as _field
 
 STREAM_METHOD = "/trajgrade.v1.GraderService/StreamGradeTraces"
 _MAX_MESSAGE = 64 * 1024 * 1024
+# Stream chunks: each message carries up to this many traces (`traces`, field 4), graded by the
+# server as one batch; its answer lists their `outcomes` (field 2).
+_MESSAGE_TRACES = 1024
+_MESSAGE_BYTES = 16 * 1024 * 1024
+_OUTCOME_TAG, _OUTCOMES_TAG = 0x0A, 0x12
 
 
 class ServerError(Exception):
     """The server refused the suite or ended the stream with a status."""
 
 
-def _outcome(response: bytes) -> bytes:
-    """TraceOutcome bytes inside a StreamGradeTracesResponse (field 1), without a parse."""
-    if not response:
-        return b""  # an empty TraceOutcome
-    if response[0] != 0x0A:
-        raise ServerError("unexpected StreamGradeTracesResponse encoding")
-    length, shift, pos = 0, 0, 1
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value, shift = 0, 0
     while True:
-        byte = response[pos]
-        length |= (byte & 0x7F) << shift
+        if pos >= len(buf):
+            raise ServerError("truncated StreamGradeTracesResponse")
+        byte = buf[pos]
+        value |= (byte & 0x7F) << shift
         pos += 1
         if byte < 0x80:
-            break
+            return value, pos
         shift += 7
-    return response[pos : pos + length]
+
+
+def _outcomes(response: bytes) -> list[bytes]:
+    """The TraceOutcome bytes inside a StreamGradeTracesResponse, without a parse: a chunk's
+    `outcomes` (field 2), or a single trace's `outcome` (field 1)."""
+    if not response:
+        return [b""]  # a single empty TraceOutcome
+    found: list[bytes] = []
+    pos = 0
+    while pos < len(response):
+        tag = response[pos]
+        if tag not in (_OUTCOME_TAG, _OUTCOMES_TAG):
+            raise ServerError("unexpected StreamGradeTracesResponse encoding")
+        length, pos = _varint(response, pos + 1)
+        found.append(response[pos : pos + length])
+        pos += length
+    return found
+
+
+def _messages(traces: list[bytes]) -> Iterator[list[bytes]]:
+    """Traces grouped into stream messages of at most _MESSAGE_TRACES traces and, past one
+    trace, _MESSAGE_BYTES bytes (well under the server's max_message_bytes)."""
+    group: list[bytes] = []
+    size = 0
+    for trace in traces:
+        if group and (len(group) == _MESSAGE_TRACES or size + len(trace) > _MESSAGE_BYTES):
+            yield group
+            group, size = [], 0
+        group.append(trace)
+        size += len(trace) + 8
+    if group:
+        yield group
 
 
 class ServerBackend:
-    """Registers the suite once, then streams every trace and reads outcomes in request order."""
+    """Registers the suite once, then streams the traces in chunks and reads outcomes in order."""
 
     def __init__(self, address: str, suite_bytes: bytes, *, timeout: float | None = None) -> None:
         options = [
@@ -63,7 +96,11 @@ class ServerBackend:
         self._stream = self._channel.stream_stream(STREAM_METHOD)  # raw bytes both ways
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-        """Each chunk with its outcomes filled in, as the stream returns them."""
+        """Each chunk with its outcomes filled in, as the stream returns them.
+
+        A chunk's traces go out as one stream message (several past _MESSAGE_TRACES or
+        _MESSAGE_BYTES); each answer holds the outcomes of one message, in order.
+        """
         pending: collections.deque[tuple[Chunk, int]] = collections.deque()
         suite_ref = _field(3, self.suite_id.encode())
 
@@ -73,8 +110,9 @@ class ServerBackend:
                 traces = [item for item in chunk.items if isinstance(item, bytes)]
                 # Queued before its traces go out, so it is there when their outcomes come back.
                 pending.append((chunk, len(traces)))
-                for trace in traces:
-                    yield _field(1, trace) + suite_ref if first else _field(1, trace)
+                for group in _messages(traces):
+                    message = b"".join([_field(4, trace) for trace in group])
+                    yield message + suite_ref if first else message
                     first = False
 
         def ready() -> Iterator[Chunk]:
@@ -86,7 +124,10 @@ class ServerBackend:
                 yield from ready()
                 if not pending:
                     raise ServerError("the server sent more outcomes than traces")
-                pending[0][0].outcomes.append(_outcome(response))
+                outcomes = pending[0][0].outcomes
+                outcomes.extend(_outcomes(response))
+                if len(outcomes) > pending[0][1]:
+                    raise ServerError("the server sent more outcomes than a chunk has traces")
                 yield from ready()
         except grpc.RpcError as exc:
             raise ServerError(f"StreamGradeTraces: {exc.code().name}: {exc.details()}") from None

@@ -33,7 +33,7 @@ class _Entry:
     future: asyncio.Future[bytes]
     deadline: float | None  # loop.time() after which grading is pointless
     enqueued: float  # loop.time() at submission
-    solo: Solo | None = None  # grades a whole BatchGradeTraces request alone, in one core call
+    solo: Solo | None = None  # grades a BatchGradeTraces request or stream chunk alone, in one call
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -140,7 +140,8 @@ class Batcher:
     def submit(
         self, payload: bytes, deadline: float | None, *, solo: Solo | None = None
     ) -> asyncio.Future[bytes]:
-        """Queue one serialized GradeTraceRequest, or a payload that ``solo`` grades by itself.
+        """Queue one serialized GradeTraceRequest, or a payload that ``solo`` grades by itself
+        (a BatchGradeTracesRequest, a StreamGradeTraces chunk).
 
         ``deadline`` is seconds from now (the RPC's time_remaining()), or None. The future
         resolves to the core's response bytes, or raises the item's TrajgradeError.
@@ -241,7 +242,11 @@ class Batcher:
                 continue
             await self._slots.acquire()
             if first.solo is not None:
-                self._launch([first], self._grade_solo)
+                # It may have waited for the slot: its caller may be gone or its deadline past.
+                if self._alive(first, loop.time()):
+                    self._launch([first], self._grade_solo)
+                else:
+                    self._slots.release()
                 continue
             batch = [first]
             # Count the delay from the oldest item: time it spent waiting for a free core slot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,10 +19,11 @@ from trajgrade.server.status import (
     QueueFullError,
     RequestInvalidError,
     SuiteUnknownError,
+    TooManyTracesError,
     to_status,
 )
 from trajgrade.v1 import grader_service_pb2, result_pb2
-from trajgrade.wire import length_delimited
+from trajgrade.wire import encode_varint, length_delimited
 
 SERVICE_NAME: str = grader_service_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name
 
@@ -38,6 +40,11 @@ _SUITE = 1
 _BATCH_SUITE = 1
 _BATCH_SUITE_REF = (1, 2)
 _BATCH_TRACES = 3
+# StreamGradeTracesRequest.traces = 4 (a chunk); StreamGradeTracesResponse.outcomes = 2.
+_STREAM_TRACE = 1
+_STREAM_SUITE = 2
+_STREAM_TRACES = 4
+_STREAM_OUTCOMES_TAG = b"\x12"  # field 2, length-delimited
 
 
 class CoreGrader(Protocol):
@@ -115,15 +122,30 @@ class GraderServicer:
                 field="traces",
             )
         number, value = suite_ref
-        if number == _BATCH_SUITE:
-            suite = self._grader.compile_suite(value)
-        else:
-            suite_id = value.decode("utf-8", errors="replace")
-            suite = self._grader.get_suite(suite_id)
-            if suite is None:
-                raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
+        suite = self._suite(inline=number == _BATCH_SUITE, value=value)
         outcomes = self._grader.grade_traces(suite, traces)
         return b"".join(length_delimited(_OUTCOME, o) for o in outcomes)
+
+    def _suite(self, *, inline: bool, value: bytes) -> Any:
+        """The compiled suite of a suite_ref: an inline Suite's bytes, or a suite_id's text."""
+        if inline:
+            return self._grader.compile_suite(value)
+        suite_id = value.decode("utf-8", errors="replace")
+        suite = self._grader.get_suite(suite_id)
+        if suite is None:
+            raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
+        return suite
+
+    def _grade_chunk(self, inline: bool, suite: bytes, traces: list[bytes]) -> bytes:
+        """Runs on a grading thread: one stream chunk in one core call, as BatchGradeTraces.
+
+        Answers the StreamGradeTracesResponse bytes: one `outcomes` entry per trace, in order;
+        a trace that does not decode or is over a limit gets its ItemError (field traces[i],
+        i within the message) and its siblings are graded.
+        """
+        compiled = self._suite(inline=inline, value=suite)
+        outcomes = self._grader.grade_traces(compiled, traces)
+        return b"".join([_STREAM_OUTCOMES_TAG + encode_varint(len(o)) + o for o in outcomes])
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""
@@ -147,82 +169,201 @@ class GraderServicer:
     async def stream_grade_traces(
         self, requests: AsyncIterator[bytes], context: Ctx
     ) -> AsyncIterator[bytes]:
-        """StreamGradeTraces: outcomes in request order, at most stream_window in flight.
+        """StreamGradeTraces: one answer per message, in request order, read ahead boundedly.
 
-        A bad trace becomes that item's ItemError; a bad or unknown suite ends the stream with
-        its status (every later item would fail the same way). A full queue pauses reading
-        instead of failing, as long as this stream has work in flight to wait for.
+        A single-trace message is queued as a GradeTraceRequest (the batcher coalesces it with
+        other work); a chunk message (`traces`) is graded alone in one core call, like
+        BatchGradeTraces. A bad trace becomes that item's ItemError; a bad or unknown suite, or
+        a malformed or oversized chunk, ends the stream with its status after the answers
+        already due. Reading goes on while fewer than stream_window traces are in flight, or
+        while at most one message is (so the next chunk is read and queued while the current
+        one grades). A full queue pauses reading instead of failing, as long as this stream has
+        work in flight to wait for.
         """
-        window: asyncio.Queue[tuple[bytes, asyncio.Future[bytes]] | BaseException | None]
-        window = asyncio.Queue(maxsize=self._window)
+        window = _Window(self._window)
         reader = asyncio.get_running_loop().create_task(
             self._read_stream(requests, context, window)
         )
         try:
             while True:
-                item = await window.get()
+                item = await window.next()
                 if item is None:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                request, future = item
+                assert item.future is not None  # set before the reader queues it
                 try:
-                    response = await future
+                    response = await item.future
                 except (_core.InvalidRequestError, _core.LimitExceededError) as exc:
-                    yield length_delimited(_OUTCOME, _item_error(request, exc))
-                    continue
-                yield length_delimited(_OUTCOME, response)
+                    if item.chunk:
+                        raise  # not per item: the chunk's suite (SUITE_TOO_LARGE, ...)
+                    response = _item_error(item.request, exc)
+                if item.chunk:
+                    yield response  # already a StreamGradeTracesResponse (outcomes)
+                else:
+                    yield length_delimited(_OUTCOME, response)
+                window.release(item)
         finally:
             reader.cancel()
             # Whatever is still queued for this stream has nobody to go to: let the batcher skip it.
-            while not window.empty():
-                left = window.get_nowait()
-                if isinstance(left, tuple):
-                    left[1].cancel()
+            window.cancel_all()
 
     async def _read_stream(
-        self,
-        requests: AsyncIterator[bytes],
-        context: Ctx,
-        window: asyncio.Queue[tuple[bytes, asyncio.Future[bytes]] | BaseException | None],
+        self, requests: AsyncIterator[bytes], context: Ctx, window: _Window
     ) -> None:
-        suite_ref: bytes | None = None
-        oldest: list[asyncio.Future[bytes]] = []
+        # The suite as last set: its whole field (appended to single-trace messages) and, for
+        # chunks, whether it is inline and its value.
+        suite_field: bytes | None = None
+        suite: tuple[bool, bytes] = (False, b"")
         try:
-            async for received in requests:
-                message = received
-                found = wire.last_field(message, _SUITE_REF)
-                if found is not None:
-                    suite_ref = found[1]
-                elif suite_ref is None:
+            async for message in requests:
+                traces, found = wire.split_fields(
+                    message, _STREAM_TRACES, (_STREAM_TRACE, *_SUITE_REF)
+                )
+                refs = [n for n in _SUITE_REF if n in found]
+                if refs:
+                    # Both set: the later one wins, as when protobuf parses a oneof.
+                    number = max(refs, key=lambda n: found[n][0])
+                    start, value_start, end = found[number]
+                    suite_field = message[start:end]
+                    suite = (number == _STREAM_SUITE, message[value_start:end])
+                elif suite_field is None:
                     raise RequestInvalidError(
                         "the first StreamGradeTracesRequest must set suite or suite_id",
                         field="suite_ref",
                     )
+                if traces:
+                    item = self._chunk(message, traces, _STREAM_TRACE in found, suite)
                 else:
-                    message += suite_ref  # appended fields merge: same as setting the oneof
-                future = await self._submit_with_backpressure(message, context, oldest)
-                oldest.append(future)
-                if len(oldest) > self._window:
-                    del oldest[0]
-                await window.put((message, future))
-            await window.put(None)
+                    # The single-trace form (also a message with neither field: proto3 reads
+                    # an absent trace as an empty Trace, as before chunks existed). Appended
+                    # fields merge, so adding the suite is the same as setting the oneof.
+                    item = _Pending(message if refs else message + suite_field)
+                await window.wait_for_room()
+                item.future = await self._submit_with_backpressure(item, context, window)
+                window.add(item)
+            window.finish(None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # delivered in order, after the outcomes already accepted
-            await window.put(exc)
+            window.finish(exc)
+
+    def _chunk(
+        self, message: bytes, traces: list[bytes], has_trace: bool, suite: tuple[bool, bytes]
+    ) -> _Pending:
+        """A chunk message, checked, ready to be graded alone in one core call."""
+        if has_trace:
+            raise RequestInvalidError(
+                "a StreamGradeTracesRequest sets trace or traces, not both", field="traces"
+            )
+        if len(traces) > self._max_batch_items:
+            raise TooManyTracesError(
+                f"{len(traces)} traces in one StreamGradeTracesRequest; the limit is "
+                f"{self._max_batch_items} (max_batch_items)",
+                field="traces",
+            )
+        inline, value = suite
+        grade = self._grade_chunk
+
+        def solo(_message: bytes) -> bytes:
+            return grade(inline, value, traces)
+
+        return _Pending(message, solo=solo, traces=len(traces))
 
     async def _submit_with_backpressure(
-        self, message: bytes, context: Ctx, in_flight: list[asyncio.Future[bytes]]
+        self, item: _Pending, context: Ctx, window: _Window
     ) -> asyncio.Future[bytes]:
         while True:
             try:
-                return self._batcher.submit(message, context.time_remaining())
+                return self._batcher.submit(item.request, context.time_remaining(), solo=item.solo)
             except QueueFullError:
-                pending = [f for f in in_flight if not f.done()]
+                pending = window.in_flight()
                 if not pending:
                     raise
                 await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+
+
+class _Pending:
+    """One message of a stream on its way through the batcher."""
+
+    __slots__ = ("future", "request", "solo", "traces")
+
+    def __init__(
+        self, request: bytes, *, solo: Callable[[bytes], bytes] | None = None, traces: int = 1
+    ) -> None:
+        self.request = request  # single: the GradeTraceRequest; chunk: the message (its size)
+        self.solo = solo  # a chunk: grades it alone, in one core call
+        self.traces = traces  # what it counts against the window
+        self.future: asyncio.Future[bytes] | None = None
+
+    @property
+    def chunk(self) -> bool:
+        return self.solo is not None
+
+
+class _Window:
+    """The messages of one stream in flight, in request order, and the read-ahead bound.
+
+    A message counts from the moment it is read until its answer was handed to gRPC. Reading
+    goes on while fewer than ``limit`` traces are in flight, or while only the message being
+    answered is (so the next chunk is always read and queued while the current one grades).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._queued: collections.deque[_Pending] = collections.deque()  # not yet taken
+        self._head: _Pending | None = None  # taken by the responder, answer not yet sent
+        self._traces = 0
+        self._end: tuple[BaseException | None] | None = None
+        # One event for both sides; each waiter re-checks its condition after waking.
+        self._changed = asyncio.Event()
+
+    def add(self, item: _Pending) -> None:
+        self._queued.append(item)
+        self._traces += item.traces
+        self._changed.set()
+
+    def finish(self, error: BaseException | None) -> None:
+        """No more messages: the end of the input (None), or the error that ends the stream."""
+        self._end = (error,)
+        self._changed.set()
+
+    def release(self, item: _Pending) -> None:
+        """The answer to ``item`` was sent."""
+        self._traces -= item.traces
+        self._head = None
+        self._changed.set()
+
+    async def next(self) -> _Pending | BaseException | None:
+        """The oldest message in flight; once reading stopped and none is left, the end."""
+        while True:
+            if self._queued:
+                self._head = self._queued.popleft()
+                self._changed.set()
+                return self._head
+            if self._end is not None:
+                return self._end[0]
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def wait_for_room(self) -> None:
+        """Return once the read-ahead bound allows reading one more message."""
+        while self._traces >= self._limit and self._queued:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def in_flight(self) -> list[asyncio.Future[bytes]]:
+        """This stream's futures still grading (what a full queue can wait for)."""
+        items = [self._head, *self._queued] if self._head is not None else list(self._queued)
+        return [i.future for i in items if i.future is not None and not i.future.done()]
+
+    def cancel_all(self) -> None:
+        """The stream is over: whatever is queued has nobody to go to (the batcher skips it)."""
+        for item in [self._head, *self._queued]:
+            if item is not None and item.future is not None:
+                item.future.cancel()
+        self._queued.clear()
+        self._head = None
 
 
 def _item_error(request: bytes, exc: BaseException) -> bytes:

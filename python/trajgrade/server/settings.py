@@ -84,7 +84,10 @@ class Settings:
         512 * MIB, "request bytes waiting for grading before RESOURCE_EXHAUSTED", int
     )
     stream_window: int = _setting(
-        256, "traces of one StreamGradeTraces call in flight before reading pauses", int
+        256,
+        "traces of one StreamGradeTraces call in flight before reading pauses (the next "
+        "message is still read while only one is in flight)",
+        int,
     )
     executor_threads: int = _setting(
         2, "Python threads handing batches to the core (parallelism is in the core)", int
@@ -102,7 +105,9 @@ class Settings:
     max_registered_suites: int = _setting(
         10_000, "registered suites kept (LRU, apart from inline suites)", int
     )
-    max_batch_items: int = _setting(10_000, "most traces in one BatchGradeTraces call", int)
+    max_batch_items: int = _setting(
+        10_000, "most traces in one BatchGradeTraces call or one StreamGradeTraces chunk", int
+    )
     # Lifecycle.
     grace_period_s: float = _setting(
         20.0, "seconds that queued and in-flight work gets to finish on SIGTERM", float

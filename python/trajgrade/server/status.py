@@ -71,6 +71,12 @@ class RequestInvalidError(ServerError):
     reason_code = "INVALID_REQUEST"
 
 
+class TooManyTracesError(RequestInvalidError):
+    """A stream message carries more traces than max_batch_items (the batch limit)."""
+
+    reason_code = "TOO_MANY_TRACES"
+
+
 @dataclass(frozen=True)
 class _Row:
     code: grpc.StatusCode

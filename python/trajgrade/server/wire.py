@@ -23,34 +23,42 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def _field_at(buf: bytes, pos: int) -> tuple[int, int, int, int]:
+    """The field starting at ``pos``: (number, wire type, start of the value, end)."""
+    size = len(buf)
+    key, pos = _varint(buf, pos)
+    number, kind = key >> 3, key & 7
+    if number == 0:
+        raise RequestInvalidError("request is not a valid protobuf message (field 0)")
+    if kind == _VARINT:
+        value_start = pos
+        _, pos = _varint(buf, pos)
+    elif kind == _I64:
+        value_start, pos = pos, pos + 8
+    elif kind == _I32:
+        value_start, pos = pos, pos + 4
+    elif kind == _LEN:
+        length, value_start = _varint(buf, pos)
+        pos = value_start + length
+    else:
+        raise RequestInvalidError(f"request is not a valid protobuf message (wire type {kind})")
+    if pos > size:
+        raise RequestInvalidError("request is not a valid protobuf message (truncated)")
+    return number, kind, value_start, pos
+
+
 def top_level_fields(buf: bytes) -> Iterator[tuple[int, int, int, int]]:
     """(field number, start of the whole field, start of the value, end) for each top-level field.
 
     Only the outer framing is read: a nested message (a whole trace) is skipped by its length.
+    A varint field's value starts where the field does (callers only slice LEN values).
     """
     pos = 0
     size = len(buf)
     while pos < size:
         start = pos
-        key, pos = _varint(buf, pos)
-        number, kind = key >> 3, key & 7
-        if number == 0:
-            raise RequestInvalidError("request is not a valid protobuf message (field 0)")
-        if kind == _VARINT:
-            _, pos = _varint(buf, pos)
-            value_start = start
-        elif kind == _I64:
-            value_start, pos = pos, pos + 8
-        elif kind == _I32:
-            value_start, pos = pos, pos + 4
-        elif kind == _LEN:
-            length, value_start = _varint(buf, pos)
-            pos = value_start + length
-        else:
-            raise RequestInvalidError(f"request is not a valid protobuf message (wire type {kind})")
-        if pos > size:
-            raise RequestInvalidError("request is not a valid protobuf message (truncated)")
-        yield number, start, value_start, pos
+        number, kind, value_start, pos = _field_at(buf, pos)
+        yield number, start, start if kind == _VARINT else value_start, pos
 
 
 def last_field(buf: bytes, numbers: tuple[int, ...]) -> tuple[int, bytes] | None:
@@ -85,3 +93,55 @@ def trace_id(request: bytes) -> str:
     except (RequestInvalidError, UnicodeDecodeError):
         pass
     return ""
+
+
+def split_fields(
+    buf: bytes, repeated: int, singles: tuple[int, ...]
+) -> tuple[list[bytes], dict[int, tuple[int, int, int]]]:
+    """The values of the length-delimited field ``repeated`` in order, and for each of
+    ``singles`` that occurs, the last occurrence as (start of the field, start of the value, end).
+
+    One pass over the outer framing; the values (whole traces) are sliced, never decoded. The
+    common case, a one-byte tag and a length-delimited value, is read inline: a chunk of
+    thousands of traces is split on the event loop, so this loop is kept tight.
+    """
+    values: list[bytes] = []
+    found: dict[int, tuple[int, int, int]] = {}
+    append = values.append
+    size = len(buf)
+    pos = 0
+    while pos < size:
+        start = pos
+        key = buf[pos]
+        if key < 0x80 and key & 7 == _LEN and key >> 3:
+            pos += 1
+            length = buf[pos] if pos < size else 0x80
+            if length < 0x80:  # a value under 128 bytes
+                value_start = pos + 1
+            elif pos + 1 < size and buf[pos + 1] < 0x80:  # under 16 KiB
+                length = (length & 0x7F) | (buf[pos + 1] << 7)
+                value_start = pos + 2
+            else:
+                length, value_start = _varint(buf, pos)
+            pos = value_start + length
+            if pos > size:
+                raise RequestInvalidError("request is not a valid protobuf message (truncated)")
+            number = key >> 3
+            if number == repeated:
+                append(buf[value_start:pos])
+            elif number in singles:
+                found[number] = (start, value_start, pos)
+            continue
+        # Anything else (a long tag, another wire type): the general reader, one field.
+        number, kind, value_start, pos = _field_at(buf, start)
+        if kind != _LEN:
+            if number == repeated or number in singles:
+                raise RequestInvalidError(
+                    f"request is not a valid protobuf message (field {number}, wire type {kind})"
+                )
+            continue
+        if number == repeated:
+            append(buf[value_start:pos])
+        elif number in singles:
+            found[number] = (start, value_start, pos)
+    return values, found

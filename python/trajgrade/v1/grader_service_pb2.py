@@ -27,7 +27,7 @@ from trajgrade.v1 import suite_pb2 as trajgrade_dot_v1_dot_suite__pb2
 from trajgrade.v1 import trace_pb2 as trajgrade_dot_v1_dot_trace__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!trajgrade/v1/grader_service.proto\x12\x0ctrajgrade.v1\x1a\x19trajgrade/v1/result.proto\x1a\x18trajgrade/v1/suite.proto\x1a\x18trajgrade/v1/trace.proto\"~\n\x11GradeTraceRequest\x12\"\n\x05trace\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Trace\x12$\n\x05suite\x18\x02 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x03 \x01(\tH\x00\x42\x0b\n\tsuite_ref\"?\n\x12GradeTraceResponse\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.trajgrade.v1.GradeResult\"\x85\x01\n\x17\x42\x61tchGradeTracesRequest\x12$\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x02 \x01(\tH\x00\x12#\n\x06traces\x18\x03 \x03(\x0b\x32\x13.trajgrade.v1.TraceB\x0b\n\tsuite_ref\"H\n\x18\x42\x61tchGradeTracesResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.trajgrade.v1.TraceOutcome\"\x85\x01\n\x18StreamGradeTracesRequest\x12\"\n\x05trace\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Trace\x12$\n\x05suite\x18\x02 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x03 \x01(\tH\x00\x42\x0b\n\tsuite_ref\"H\n\x19StreamGradeTracesResponse\x12+\n\x07outcome\x18\x01 \x01(\x0b\x32\x1a.trajgrade.v1.TraceOutcome\":\n\x14RegisterSuiteRequest\x12\"\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Suite\")\n\x15RegisterSuiteResponse\x12\x10\n\x08suite_id\x18\x01 \x01(\t\"#\n\x0fGetSuiteRequest\x12\x10\n\x08suite_id\x18\x01 \x01(\t\"6\n\x10GetSuiteResponse\x12\"\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Suite2\xd2\x03\n\rGraderService\x12O\n\nGradeTrace\x12\x1f.trajgrade.v1.GradeTraceRequest\x1a .trajgrade.v1.GradeTraceResponse\x12\x61\n\x10\x42\x61tchGradeTraces\x12%.trajgrade.v1.BatchGradeTracesRequest\x1a&.trajgrade.v1.BatchGradeTracesResponse\x12h\n\x11StreamGradeTraces\x12&.trajgrade.v1.StreamGradeTracesRequest\x1a\'.trajgrade.v1.StreamGradeTracesResponse(\x01\x30\x01\x12X\n\rRegisterSuite\x12\".trajgrade.v1.RegisterSuiteRequest\x1a#.trajgrade.v1.RegisterSuiteResponse\x12I\n\x08GetSuite\x12\x1d.trajgrade.v1.GetSuiteRequest\x1a\x1e.trajgrade.v1.GetSuiteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!trajgrade/v1/grader_service.proto\x12\x0ctrajgrade.v1\x1a\x19trajgrade/v1/result.proto\x1a\x18trajgrade/v1/suite.proto\x1a\x18trajgrade/v1/trace.proto\"~\n\x11GradeTraceRequest\x12\"\n\x05trace\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Trace\x12$\n\x05suite\x18\x02 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x03 \x01(\tH\x00\x42\x0b\n\tsuite_ref\"?\n\x12GradeTraceResponse\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.trajgrade.v1.GradeResult\"\x85\x01\n\x17\x42\x61tchGradeTracesRequest\x12$\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x02 \x01(\tH\x00\x12#\n\x06traces\x18\x03 \x03(\x0b\x32\x13.trajgrade.v1.TraceB\x0b\n\tsuite_ref\"H\n\x18\x42\x61tchGradeTracesResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.trajgrade.v1.TraceOutcome\"\xaa\x01\n\x18StreamGradeTracesRequest\x12\"\n\x05trace\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Trace\x12$\n\x05suite\x18\x02 \x01(\x0b\x32\x13.trajgrade.v1.SuiteH\x00\x12\x12\n\x08suite_id\x18\x03 \x01(\tH\x00\x12#\n\x06traces\x18\x04 \x03(\x0b\x32\x13.trajgrade.v1.TraceB\x0b\n\tsuite_ref\"v\n\x19StreamGradeTracesResponse\x12+\n\x07outcome\x18\x01 \x01(\x0b\x32\x1a.trajgrade.v1.TraceOutcome\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.trajgrade.v1.TraceOutcome\":\n\x14RegisterSuiteRequest\x12\"\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Suite\")\n\x15RegisterSuiteResponse\x12\x10\n\x08suite_id\x18\x01 \x01(\t\"#\n\x0fGetSuiteRequest\x12\x10\n\x08suite_id\x18\x01 \x01(\t\"6\n\x10GetSuiteResponse\x12\"\n\x05suite\x18\x01 \x01(\x0b\x32\x13.trajgrade.v1.Suite2\xd2\x03\n\rGraderService\x12O\n\nGradeTrace\x12\x1f.trajgrade.v1.GradeTraceRequest\x1a .trajgrade.v1.GradeTraceResponse\x12\x61\n\x10\x42\x61tchGradeTraces\x12%.trajgrade.v1.BatchGradeTracesRequest\x1a&.trajgrade.v1.BatchGradeTracesResponse\x12h\n\x11StreamGradeTraces\x12&.trajgrade.v1.StreamGradeTracesRequest\x1a\'.trajgrade.v1.StreamGradeTracesResponse(\x01\x30\x01\x12X\n\rRegisterSuite\x12\".trajgrade.v1.RegisterSuiteRequest\x1a#.trajgrade.v1.RegisterSuiteResponse\x12I\n\x08GetSuite\x12\x1d.trajgrade.v1.GetSuiteRequest\x1a\x1e.trajgrade.v1.GetSuiteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,17 +43,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BATCHGRADETRACESRESPONSE']._serialized_start=459
   _globals['_BATCHGRADETRACESRESPONSE']._serialized_end=531
   _globals['_STREAMGRADETRACESREQUEST']._serialized_start=534
-  _globals['_STREAMGRADETRACESREQUEST']._serialized_end=667
-  _globals['_STREAMGRADETRACESRESPONSE']._serialized_start=669
-  _globals['_STREAMGRADETRACESRESPONSE']._serialized_end=741
-  _globals['_REGISTERSUITEREQUEST']._serialized_start=743
-  _globals['_REGISTERSUITEREQUEST']._serialized_end=801
-  _globals['_REGISTERSUITERESPONSE']._serialized_start=803
-  _globals['_REGISTERSUITERESPONSE']._serialized_end=844
-  _globals['_GETSUITEREQUEST']._serialized_start=846
-  _globals['_GETSUITEREQUEST']._serialized_end=881
-  _globals['_GETSUITERESPONSE']._serialized_start=883
-  _globals['_GETSUITERESPONSE']._serialized_end=937
-  _globals['_GRADERSERVICE']._serialized_start=940
-  _globals['_GRADERSERVICE']._serialized_end=1406
+  _globals['_STREAMGRADETRACESREQUEST']._serialized_end=704
+  _globals['_STREAMGRADETRACESRESPONSE']._serialized_start=706
+  _globals['_STREAMGRADETRACESRESPONSE']._serialized_end=824
+  _globals['_REGISTERSUITEREQUEST']._serialized_start=826
+  _globals['_REGISTERSUITEREQUEST']._serialized_end=884
+  _globals['_REGISTERSUITERESPONSE']._serialized_start=886
+  _globals['_REGISTERSUITERESPONSE']._serialized_end=927
+  _globals['_GETSUITEREQUEST']._serialized_start=929
+  _globals['_GETSUITEREQUEST']._serialized_end=964
+  _globals['_GETSUITERESPONSE']._serialized_start=966
+  _globals['_GETSUITERESPONSE']._serialized_end=1020
+  _globals['_GRADERSERVICE']._serialized_start=1023
+  _globals['_GRADERSERVICE']._serialized_end=1489
 # @@protoc_insertion_point(module_scope)

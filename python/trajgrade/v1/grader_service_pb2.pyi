@@ -143,8 +143,10 @@ Global___BatchGradeTracesResponse: _TypeAlias = BatchGradeTracesResponse  # noqa
 
 @_typing.final
 class StreamGradeTracesRequest(_message.Message):
-    """StreamGradeTracesRequest carries one trace of a stream. The first message must set the suite;
-    later messages may omit it to keep the previous suite.
+    """StreamGradeTracesRequest carries one trace, or a chunk of traces, of a stream. The first message
+    must set the suite; later messages may omit it to keep the previous suite. A message sets
+    either `trace` or `traces`, never both (INVALID_ARGUMENT, field "traces"). A message with
+    neither is the single-trace form with an absent trace, graded as an empty Trace.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -152,15 +154,24 @@ class StreamGradeTracesRequest(_message.Message):
     TRACE_FIELD_NUMBER: _builtins.int
     SUITE_FIELD_NUMBER: _builtins.int
     SUITE_ID_FIELD_NUMBER: _builtins.int
+    TRACES_FIELD_NUMBER: _builtins.int
     suite_id: _builtins.str
     """The id of a registered suite."""
     @_builtins.property
     def trace(self) -> _trace_pb2.Trace:
-        """The trace to grade."""
+        """The trace to grade (one trace per message); answered with `outcome`."""
 
     @_builtins.property
     def suite(self) -> _suite_pb2.Suite:
         """An inline suite."""
+
+    @_builtins.property
+    def traces(self) -> _containers.RepeatedCompositeFieldContainer[_trace_pb2.Trace]:
+        """A chunk of traces graded as one batch (at most the server's max_batch_items, default
+        10,000; more is INVALID_ARGUMENT, reason TOO_MANY_TRACES, field "traces"). Answered with
+        one response whose `outcomes` holds one outcome per trace, in order; a bad trace gets its
+        own ItemError (field "traces[i]...", i counted within this message).
+        """
 
     def __init__(
         self,
@@ -168,10 +179,11 @@ class StreamGradeTracesRequest(_message.Message):
         trace: _trace_pb2.Trace | None = ...,
         suite: _suite_pb2.Suite | None = ...,
         suite_id: _builtins.str = ...,
+        traces: _abc.Iterable[_trace_pb2.Trace] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["suite", b"suite", "suite_id", b"suite_id", "suite_ref", b"suite_ref", "trace", b"trace"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["suite", b"suite", "suite_id", b"suite_id", "suite_ref", b"suite_ref", "trace", b"trace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["suite", b"suite", "suite_id", b"suite_id", "suite_ref", b"suite_ref", "trace", b"trace", "traces", b"traces"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_suite_ref: _TypeAlias = _typing.Literal["suite", "suite_id"]  # noqa: Y015
     _WhichOneofArgType_suite_ref: _TypeAlias = _typing.Literal["suite_ref", b"suite_ref"]  # noqa: Y015
@@ -181,23 +193,31 @@ Global___StreamGradeTracesRequest: _TypeAlias = StreamGradeTracesRequest  # noqa
 
 @_typing.final
 class StreamGradeTracesResponse(_message.Message):
-    """StreamGradeTracesResponse carries the outcome for one streamed trace, in request order."""
+    """StreamGradeTracesResponse answers one StreamGradeTracesRequest, in request order: `outcome`
+    for a message that set `trace` (or neither field), `outcomes` for a message that set `traces`.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     OUTCOME_FIELD_NUMBER: _builtins.int
+    OUTCOMES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def outcome(self) -> _result_pb2.TraceOutcome:
-        """The outcome."""
+        """The outcome of a single-trace message."""
+
+    @_builtins.property
+    def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[_result_pb2.TraceOutcome]:
+        """The outcomes of a chunk message: one per trace of its `traces`, in order."""
 
     def __init__(
         self,
         *,
         outcome: _result_pb2.TraceOutcome | None = ...,
+        outcomes: _abc.Iterable[_result_pb2.TraceOutcome] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["outcome", b"outcome", "outcomes", b"outcomes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

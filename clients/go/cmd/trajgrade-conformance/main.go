@@ -5,7 +5,9 @@
 //
 // vectors.json is {"suite": Suite, "traces": [Trace, ...]} in the protobuf JSON mapping.
 // Output lines: {"rpc":"RegisterSuite","suite_id":...}, then
-// {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces","index":i,"outcome":TraceOutcome}.
+// {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,"outcome":TraceOutcome}.
+// StreamGradeTraces sends chunks of 4 traces per message (the last one partial);
+// StreamGradeTracesOnePerMessage sends the single-trace form.
 package main
 
 import (
@@ -113,9 +115,19 @@ func run(address, path string) error {
 	if err := emit("BatchGradeTraces", batch); err != nil {
 		return err
 	}
-	stream, err := client.StreamGradeTraces(ctx, suiteID, traces)
+	stream, err := client.StreamGradeTracesChunked(ctx, suiteID, traces, conformanceChunk)
 	if err != nil {
 		return fmt.Errorf("StreamGradeTraces: %w", err)
 	}
-	return emit("StreamGradeTraces", stream)
+	if err := emit("StreamGradeTraces", stream); err != nil {
+		return err
+	}
+	single, err = client.StreamGradeTracesChunked(ctx, suiteID, traces, 1)
+	if err != nil {
+		return fmt.Errorf("StreamGradeTraces (one per message): %w", err)
+	}
+	return emit("StreamGradeTracesOnePerMessage", single)
 }
+
+// conformanceChunk is small so that the vectors span several chunk messages.
+const conformanceChunk = 4

@@ -6,8 +6,9 @@
 //!
 //! vectors.json is `{"suite": Suite, "traces": [Trace, ...]}` in the protobuf JSON mapping.
 //! Output: `{"rpc":"RegisterSuite","suite_id":...}`, then one
-//! `{"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces","index":i,"outcome":TraceOutcome}`
-//! per trace and RPC.
+//! `{"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,"outcome":TraceOutcome}`
+//! per trace and RPC. StreamGradeTraces sends chunks of 4 traces per message (the last one
+//! partial); StreamGradeTracesOnePerMessage sends the single-trace form.
 
 use std::{process::ExitCode, time::Duration};
 
@@ -49,7 +50,10 @@ async fn run(address: &str, path: &str) -> Result<(), Box<dyn std::error::Error>
     }
     emit("GradeTrace", &single)?;
     emit("BatchGradeTraces", &client.batch_grade_traces(&suite_id, traces.clone()).await?)?;
-    emit("StreamGradeTraces", &client.stream_grade_traces(&suite_id, traces).await?)?;
+    let chunked = client.stream_grade_traces_chunked(&suite_id, traces.clone(), 4).await?;
+    emit("StreamGradeTraces", &chunked)?;
+    let single = client.stream_grade_traces_chunked(&suite_id, traces, 1).await?;
+    emit("StreamGradeTracesOnePerMessage", &single)?;
     Ok(())
 }
 

@@ -305,11 +305,13 @@ func (x *BatchGradeTracesResponse) GetOutcomes() []*TraceOutcome {
 	return nil
 }
 
-// StreamGradeTracesRequest carries one trace of a stream. The first message must set the suite;
-// later messages may omit it to keep the previous suite.
+// StreamGradeTracesRequest carries one trace, or a chunk of traces, of a stream. The first message
+// must set the suite; later messages may omit it to keep the previous suite. A message sets
+// either `trace` or `traces`, never both (INVALID_ARGUMENT, field "traces"). A message with
+// neither is the single-trace form with an absent trace, graded as an empty Trace.
 type StreamGradeTracesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The trace to grade.
+	// The trace to grade (one trace per message); answered with `outcome`.
 	Trace *Trace `protobuf:"bytes,1,opt,name=trace,proto3" json:"trace,omitempty"`
 	// The suite, inline or by id.
 	//
@@ -317,7 +319,12 @@ type StreamGradeTracesRequest struct {
 	//
 	//	*StreamGradeTracesRequest_Suite
 	//	*StreamGradeTracesRequest_SuiteId
-	SuiteRef      isStreamGradeTracesRequest_SuiteRef `protobuf_oneof:"suite_ref"`
+	SuiteRef isStreamGradeTracesRequest_SuiteRef `protobuf_oneof:"suite_ref"`
+	// A chunk of traces graded as one batch (at most the server's max_batch_items, default
+	// 10,000; more is INVALID_ARGUMENT, reason TOO_MANY_TRACES, field "traces"). Answered with
+	// one response whose `outcomes` holds one outcome per trace, in order; a bad trace gets its
+	// own ItemError (field "traces[i]...", i counted within this message).
+	Traces        []*Trace `protobuf:"bytes,4,rep,name=traces,proto3" json:"traces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -384,6 +391,13 @@ func (x *StreamGradeTracesRequest) GetSuiteId() string {
 	return ""
 }
 
+func (x *StreamGradeTracesRequest) GetTraces() []*Trace {
+	if x != nil {
+		return x.Traces
+	}
+	return nil
+}
+
 type isStreamGradeTracesRequest_SuiteRef interface {
 	isStreamGradeTracesRequest_SuiteRef()
 }
@@ -402,11 +416,14 @@ func (*StreamGradeTracesRequest_Suite) isStreamGradeTracesRequest_SuiteRef() {}
 
 func (*StreamGradeTracesRequest_SuiteId) isStreamGradeTracesRequest_SuiteRef() {}
 
-// StreamGradeTracesResponse carries the outcome for one streamed trace, in request order.
+// StreamGradeTracesResponse answers one StreamGradeTracesRequest, in request order: `outcome`
+// for a message that set `trace` (or neither field), `outcomes` for a message that set `traces`.
 type StreamGradeTracesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The outcome.
-	Outcome       *TraceOutcome `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The outcome of a single-trace message.
+	Outcome *TraceOutcome `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The outcomes of a chunk message: one per trace of its `traces`, in order.
+	Outcomes      []*TraceOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +461,13 @@ func (*StreamGradeTracesResponse) Descriptor() ([]byte, []int) {
 func (x *StreamGradeTracesResponse) GetOutcome() *TraceOutcome {
 	if x != nil {
 		return x.Outcome
+	}
+	return nil
+}
+
+func (x *StreamGradeTracesResponse) GetOutcomes() []*TraceOutcome {
+	if x != nil {
+		return x.Outcomes
 	}
 	return nil
 }
@@ -650,14 +674,16 @@ const file_trajgrade_v1_grader_service_proto_rawDesc = "" +
 	"\x06traces\x18\x03 \x03(\v2\x13.trajgrade.v1.TraceR\x06tracesB\v\n" +
 	"\tsuite_ref\"R\n" +
 	"\x18BatchGradeTracesResponse\x126\n" +
-	"\boutcomes\x18\x01 \x03(\v2\x1a.trajgrade.v1.TraceOutcomeR\boutcomes\"\x9c\x01\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1a.trajgrade.v1.TraceOutcomeR\boutcomes\"\xc9\x01\n" +
 	"\x18StreamGradeTracesRequest\x12)\n" +
 	"\x05trace\x18\x01 \x01(\v2\x13.trajgrade.v1.TraceR\x05trace\x12+\n" +
 	"\x05suite\x18\x02 \x01(\v2\x13.trajgrade.v1.SuiteH\x00R\x05suite\x12\x1b\n" +
-	"\bsuite_id\x18\x03 \x01(\tH\x00R\asuiteIdB\v\n" +
-	"\tsuite_ref\"Q\n" +
+	"\bsuite_id\x18\x03 \x01(\tH\x00R\asuiteId\x12+\n" +
+	"\x06traces\x18\x04 \x03(\v2\x13.trajgrade.v1.TraceR\x06tracesB\v\n" +
+	"\tsuite_ref\"\x89\x01\n" +
 	"\x19StreamGradeTracesResponse\x124\n" +
-	"\aoutcome\x18\x01 \x01(\v2\x1a.trajgrade.v1.TraceOutcomeR\aoutcome\"A\n" +
+	"\aoutcome\x18\x01 \x01(\v2\x1a.trajgrade.v1.TraceOutcomeR\aoutcome\x126\n" +
+	"\boutcomes\x18\x02 \x03(\v2\x1a.trajgrade.v1.TraceOutcomeR\boutcomes\"A\n" +
 	"\x14RegisterSuiteRequest\x12)\n" +
 	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite\"2\n" +
 	"\x15RegisterSuiteResponse\x12\x19\n" +
@@ -712,24 +738,26 @@ var file_trajgrade_v1_grader_service_proto_depIdxs = []int32{
 	13, // 5: trajgrade.v1.BatchGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
 	10, // 6: trajgrade.v1.StreamGradeTracesRequest.trace:type_name -> trajgrade.v1.Trace
 	11, // 7: trajgrade.v1.StreamGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
-	13, // 8: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
-	11, // 9: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
-	11, // 10: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
-	0,  // 11: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
-	2,  // 12: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
-	4,  // 13: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
-	6,  // 14: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
-	8,  // 15: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
-	1,  // 16: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
-	3,  // 17: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
-	5,  // 18: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
-	7,  // 19: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
-	9,  // 20: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 8: trajgrade.v1.StreamGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
+	13, // 9: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
+	13, // 10: trajgrade.v1.StreamGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
+	11, // 11: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
+	11, // 12: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
+	0,  // 13: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
+	2,  // 14: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
+	4,  // 15: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
+	6,  // 16: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
+	8,  // 17: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
+	1,  // 18: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
+	3,  // 19: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
+	5,  // 20: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
+	7,  // 21: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
+	9,  // 22: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_trajgrade_v1_grader_service_proto_init() }

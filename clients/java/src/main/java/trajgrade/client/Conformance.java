@@ -24,8 +24,9 @@ import trajgrade.v1.TraceOuterClass.Trace;
  *
  * <p>vectors.json is {"suite": Suite, "traces": [Trace, ...]} in the protobuf JSON mapping.
  * Output: {"rpc":"RegisterSuite","suite_id":...}, then one
- * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces","index":i,"outcome":TraceOutcome}
- * per trace and RPC.
+ * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,
+ * "outcome":TraceOutcome} per trace and RPC. StreamGradeTraces sends chunks of 4 traces per
+ * message (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form.
  */
 public final class Conformance {
   private static final JsonFormat.Printer PRINTER =
@@ -65,7 +66,8 @@ public final class Conformance {
       }
       emit(out, "GradeTrace", single);
       emit(out, "BatchGradeTraces", client.batchGradeTraces(suiteId, traces));
-      emit(out, "StreamGradeTraces", client.streamGradeTraces(suiteId, traces));
+      emit(out, "StreamGradeTraces", client.streamGradeTraces(suiteId, traces, 4));
+      emit(out, "StreamGradeTracesOnePerMessage", client.streamGradeTraces(suiteId, traces, 1));
     }
   }
 

@@ -77,18 +77,38 @@ public final class TrajgradeClient implements AutoCloseable {
     return outcomes;
   }
 
+  /** How many traces {@link #streamGradeTraces(String, List)} puts in one stream message. */
+  public static final int DEFAULT_STREAM_CHUNK = 256;
+
   /**
-   * Grades traces over one bidirectional stream; outcomes come back in request order. The suite
-   * id travels with the first message only.
+   * Grades traces over one bidirectional stream, {@link #DEFAULT_STREAM_CHUNK} traces per
+   * message; outcomes come back in request order.
    */
   public List<TraceOutcome> streamGradeTraces(String suiteId, List<Trace> traces)
       throws InterruptedException {
+    return streamGradeTraces(suiteId, traces, DEFAULT_STREAM_CHUNK);
+  }
+
+  /**
+   * Grades traces over one bidirectional stream, {@code chunkSize} traces per message (the
+   * {@code traces} field; the server grades each message as one batch and answers its
+   * {@code outcomes}); outcomes come back in request order. {@code chunkSize} 1 sends one trace
+   * per message in the {@code trace} field, the form servers without chunks understand. The
+   * suite id travels with the first message only.
+   */
+  public List<TraceOutcome> streamGradeTraces(String suiteId, List<Trace> traces, int chunkSize)
+      throws InterruptedException {
+    int size = Math.max(1, chunkSize);
     CompletableFuture<List<TraceOutcome>> done = new CompletableFuture<>();
     List<TraceOutcome> outcomes = new ArrayList<>();
     StreamObserver<StreamGradeTracesResponse> responses = new StreamObserver<>() {
       @Override
       public void onNext(StreamGradeTracesResponse response) {
-        outcomes.add(response.getOutcome());
+        if (response.getOutcomesCount() > 0) {
+          outcomes.addAll(response.getOutcomesList());
+        } else {
+          outcomes.add(response.getOutcome());
+        }
       }
 
       @Override
@@ -104,10 +124,14 @@ public final class TrajgradeClient implements AutoCloseable {
     StreamObserver<StreamGradeTracesRequest> requests = async
         .withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS)
         .streamGradeTraces(responses);
-    for (int i = 0; i < traces.size(); i++) {
-      StreamGradeTracesRequest.Builder request = StreamGradeTracesRequest.newBuilder()
-          .setTrace(traces.get(i));
-      if (i == 0) {
+    for (int start = 0; start < traces.size(); start += size) {
+      StreamGradeTracesRequest.Builder request = StreamGradeTracesRequest.newBuilder();
+      if (size == 1) {
+        request.setTrace(traces.get(start));
+      } else {
+        request.addAllTraces(traces.subList(start, Math.min(start + size, traces.size())));
+      }
+      if (start == 0) {
         request.setSuiteId(suiteId);
       }
       requests.onNext(request.build());
