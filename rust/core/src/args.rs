@@ -160,13 +160,45 @@ impl ArgsMatcher {
 
     /// Matches call `i` of `t` (0-based).
     pub fn check<'t>(&self, t: &'t TraceView<'_>, i: usize) -> CallMatch<'t> {
+        self.check_known(t, i, false)
+    }
+
+    /// [`check`](Self::check) for a call that [`is_match`](Self::is_match) rejected (the
+    /// closest-call candidates): the same result, without matching it again.
+    pub fn check_failing<'t>(&self, t: &'t TraceView<'_>, i: usize) -> CallMatch<'t> {
+        self.check_known(t, i, true)
+    }
+
+    fn check_known<'t>(&self, t: &'t TraceView<'_>, i: usize, failing: bool) -> CallMatch<'t> {
         match self {
             ArgsMatcher::Ignore => CallMatch::Match,
-            ArgsMatcher::Compare(cmp) => match t.args(i) {
-                Args::NotRecorded => CallMatch::NotRecorded,
-                Args::Invalid(e) => CallMatch::Invalid(e),
-                Args::Parsed(v) => cmp.check(v),
-            },
+            ArgsMatcher::Compare(cmp) => {
+                // Straight from the text while no other matcher needed the parsed value: only
+                // the values a reason shows are parsed.
+                if t.parsed_args(i).is_none() && cmp.on_text() {
+                    if let Some((text, start)) = t.valid_args_text(i) {
+                        if !failing
+                            && json::text::matches_valid(&cmp.expected, text, start, cmp.mode)
+                        {
+                            return CallMatch::Match;
+                        }
+                        if let Some(d) = json::text::diff_valid(
+                            &cmp.expected,
+                            text,
+                            start,
+                            cmp.mode,
+                            t.max_depth(),
+                        ) {
+                            return CallMatch::Mismatch(d);
+                        }
+                    }
+                }
+                match t.args(i) {
+                    Args::NotRecorded => CallMatch::NotRecorded,
+                    Args::Invalid(e) => CallMatch::Invalid(e),
+                    Args::Parsed(v) => cmp.check(v),
+                }
+            }
             ArgsMatcher::Regex { regex, shown } => match t.args(i) {
                 Args::NotRecorded => CallMatch::NotRecorded,
                 Args::Invalid(e) => CallMatch::Invalid(e),

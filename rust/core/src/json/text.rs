@@ -6,8 +6,10 @@
 //! the parser's error. On valid text the comparison follows `compare::matches`: object keys
 //! compared as decoded strings, the last duplicate key wins, numbers compared as exact
 //! decimals (normalised from the text as `Number::from_json_text` does).
-use super::compare::Mode;
-use super::value::{Number, Object, Value};
+use std::fmt::Write;
+
+use super::compare::{escape_non_ascii, invisible, push_key, show, Diff, Mode};
+use super::value::{Number, Object, Str, Value};
 
 /// `Some(matches(expected, parse(text), mode))` when `text` is valid JSON within `max_depth`;
 /// `None` otherwise. `text` must not be empty (empty arguments mean `{}`: the caller's job).
@@ -48,6 +50,146 @@ pub fn diff_count_text(
 pub fn diff_count_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> Option<usize> {
     let mut c = Cur { s: text.as_bytes(), i: start };
     count(expected, &mut c, mode, true)
+}
+
+/// `diff(expected, parse(text), mode)` (count and first difference, the same text) for `text`
+/// that [`validate`] accepted with first value at `start`; `None` where [`diff_count_valid`]
+/// gives up (the caller then parses and diffs). Only the values a description shows are
+/// parsed, and only for the first difference.
+pub fn diff_valid(
+    expected: &Value,
+    text: &str,
+    start: usize,
+    mode: Mode,
+    max_depth: usize,
+) -> Option<Diff> {
+    let mut d = TextDiffer { text, max_depth, diff: Diff::default(), path: String::from("$") };
+    d.walk(expected, &mut Cur { s: text.as_bytes(), i: start }, mode, true)?;
+    Some(d.diff)
+}
+
+/// `compare::Differ` over text: the same walk, notes and descriptions.
+struct TextDiffer<'a> {
+    text: &'a str,
+    max_depth: usize,
+    diff: Diff,
+    path: String,
+}
+
+impl TextDiffer<'_> {
+    /// `show` of the value spanning `text[from..to]` (parsed alone: a value boundary).
+    fn shown(&self, from: usize, to: usize) -> Option<String> {
+        super::parse(self.text.get(from..to)?, self.max_depth).ok().map(|v| show(&v))
+    }
+
+    /// Counts one difference; `describe` runs only for the first.
+    fn note(&mut self, describe: impl FnOnce(&Self) -> Option<String>) -> Option<()> {
+        if self.diff.first.is_none() {
+            self.diff.first = Some(describe(self)?);
+        }
+        self.diff.count += 1;
+        Some(())
+    }
+
+    fn walk(&mut self, e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<()> {
+        match (e, c.peek()) {
+            (Value::Object(eo), b'{') => {
+                let exact = mode == Mode::Exact;
+                let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
+                let mut last = vec![usize::MAX; eo.len()];
+                // Extra keys (EXACT): first-occurrence order, the last duplicate's value.
+                let mut extra: Vec<(&[u8], usize)> = Vec::new();
+                if c.open() {
+                    loop {
+                        let (body, escaped) = c.key();
+                        match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                            Some(j) => last[j] = c.i,
+                            None if exact => {
+                                if escaped {
+                                    return None;
+                                }
+                                match extra.iter_mut().find(|(b, _)| *b == body) {
+                                    Some(x) => x.1 = c.i,
+                                    None => extra.push((body, c.i)),
+                                }
+                            }
+                            None => {}
+                        }
+                        c.skip();
+                        if !c.next() {
+                            break;
+                        }
+                    }
+                }
+                for ((k, ev), &at) in eo.iter().zip(&last) {
+                    let len = self.path.len();
+                    push_key(&mut self.path, k);
+                    if at == usize::MAX {
+                        self.note(|d| {
+                            Some(format!(
+                                "{} expected {}, got nothing (key missing)",
+                                d.path,
+                                show(ev)
+                            ))
+                        })?;
+                    } else {
+                        self.walk(ev, &mut Cur { s: c.s, i: at }, child_mode, false)?;
+                    }
+                    self.path.truncate(len);
+                }
+                for (body, at) in extra {
+                    let len = self.path.len();
+                    push_key(&mut self.path, &Str::from(std::str::from_utf8(body).ok()?));
+                    self.note(|d| {
+                        let mut end = Cur { s: c.s, i: at };
+                        end.skip();
+                        Some(format!("{} is not expected, got {}", d.path, d.shown(at, end.i)?))
+                    })?;
+                    self.path.truncate(len);
+                }
+            }
+            (Value::Array(ea), b'[') if mode != Mode::Subset || !top => {
+                let mut k = 0;
+                if c.open() {
+                    loop {
+                        match ea.get(k) {
+                            Some(ev) => {
+                                let len = self.path.len();
+                                let _ = write!(self.path, "[{k}]");
+                                self.walk(ev, c, mode, false)?;
+                                self.path.truncate(len);
+                            }
+                            None => c.skip(),
+                        }
+                        k += 1;
+                        if !c.next() {
+                            break;
+                        }
+                    }
+                }
+                let (el, al) = (ea.len(), k);
+                for _ in 0..el.abs_diff(al) {
+                    self.note(|d| Some(format!("{} expected {el} elements, got {al}", d.path)))?;
+                }
+            }
+            _ => {
+                let at = c.i;
+                let same = eq(e, &mut Cur { s: c.s, i: at });
+                c.skip();
+                if !same {
+                    let end = c.i;
+                    self.note(|d| {
+                        let (mut es, mut as_) = (show(e), d.shown(at, end)?);
+                        if invisible(&es) || invisible(&as_) {
+                            (es, as_) = (escape_non_ascii(&es), escape_non_ascii(&as_));
+                        }
+                        Some(format!("{} expected {es}, got {as_}", d.path))
+                    })?;
+                }
+            }
+        }
+        Some(())
+    }
 }
 
 /// The number of differences `compare::Differ::walk` counts between `e` and the value at the
@@ -606,7 +748,7 @@ fn number_eq(n: &Number, raw: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{diff_count_text, matches_text, validate};
+    use super::{diff_count_text, diff_valid, matches_text, validate};
     use crate::json::compare::{diff, matches, Mode};
     use crate::json::parse;
 
@@ -730,6 +872,7 @@ mod tests {
         let mut r = Rng(11);
         let mut agreed = [0usize; 2];
         let mut counted = 0usize;
+        let mut described = 0usize;
         for _ in 0..40_000 {
             let expected = gen(&mut r, 1);
             let actual = if r.below(3) == 0 { expected.clone() } else { gen(&mut r, 1) };
@@ -745,10 +888,21 @@ mod tests {
                     assert_eq!(n, diff(&e, &a, mode).count, "{mode:?} {expected} vs {actual}");
                     counted += 1;
                 }
+                let start = validate(actual.as_bytes(), 128).expect("valid");
+                if let Some(d) = diff_valid(&e, &actual, start, mode, 128) {
+                    let want = diff(&e, &a, mode);
+                    assert_eq!(
+                        (d.count, d.first),
+                        (want.count, want.first),
+                        "{mode:?} {expected} vs {actual}"
+                    );
+                    described += 1;
+                }
                 agreed[usize::from(want)] += 1;
             }
         }
         assert!(agreed[0] > 1000 && agreed[1] > 1000, "{agreed:?}");
         assert!(counted > 30_000, "{counted}");
+        assert!(described > 30_000, "{described}");
     }
 }
