@@ -276,6 +276,75 @@ pub fn validate(s: &[u8], max_depth: usize) -> Option<usize> {
     (v.i == s.len()).then_some(start)
 }
 
+/// [`validate`] that also indexes a top-level object: `last[j]` becomes the offset of the value
+/// of `keys`' `j`-th key (the last duplicate wins; untouched when absent). `Some((start,
+/// is_object))` exactly when [`validate`] gives `Some(start)`.
+pub fn validate_indexed(
+    s: &[u8],
+    max_depth: usize,
+    keys: &Object,
+    last: &mut [usize],
+) -> Option<(usize, bool)> {
+    let mut v = Validator { s, i: 0, max_depth };
+    v.ws();
+    let start = v.i;
+    if s.get(start) != Some(&b'{') {
+        v.value(0)?;
+        v.ws();
+        return (v.i == s.len()).then_some((start, false));
+    }
+    // `Validator::object(1)`, looking each key up.
+    if max_depth < 1 {
+        return None;
+    }
+    v.i += 1;
+    v.ws();
+    if s.get(v.i) == Some(&b'}') {
+        v.i += 1;
+    } else {
+        loop {
+            v.ws();
+            if s.get(v.i) != Some(&b'"') {
+                return None;
+            }
+            let from = v.i + 1;
+            let escaped = v.string()?;
+            let body = &s[from..v.i - 1];
+            v.ws();
+            if s.get(v.i) != Some(&b':') {
+                return None;
+            }
+            v.i += 1;
+            v.ws();
+            if let Some(j) = keys.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                last[j] = v.i;
+            }
+            v.value(1)?;
+            v.ws();
+            match s.get(v.i)? {
+                b',' => v.i += 1,
+                b'}' => {
+                    v.i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    v.ws();
+    (v.i == s.len()).then_some((start, true))
+}
+
+/// SUBSET or PARTIAL of the object `expected` against the top-level object of valid `text`
+/// whose values [`validate_indexed`] located in `last`: what [`matches_valid`] answers.
+pub fn matches_indexed(expected: &Object, text: &str, last: &[usize], mode: Mode) -> bool {
+    let value = if mode == Mode::Partial { partial } else { eq };
+    expected
+        .iter()
+        .zip(last)
+        .all(|((_, ev), &at)| at != usize::MAX && value(ev, &mut Cur { s: text.as_bytes(), i: at }))
+}
+
 impl Validator<'_> {
     #[inline]
     fn ws(&mut self) {
@@ -292,7 +361,7 @@ impl Validator<'_> {
         match *self.s.get(self.i)? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
-            b'"' => self.string(),
+            b'"' => self.string().map(|_| ()),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -410,17 +479,23 @@ impl Validator<'_> {
         Some(())
     }
 
-    fn string(&mut self) -> Option<()> {
+    /// Whether the string has escapes.
+    fn string(&mut self) -> Option<bool> {
         self.i += 1;
+        let mut escaped = false;
         loop {
             self.i = scan_string(self.s, self.i, true);
             let b = *self.s.get(self.i)?;
             self.i += 1;
             match b {
-                b'"' => return Some(()),
+                b'"' => return Some(escaped),
                 b'\\' => match *self.s.get(self.i)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        escaped = true;
+                        self.i += 1;
+                    }
                     b'u' => {
+                        escaped = true;
                         let hex = self.s.get(self.i + 1..self.i + 5)?;
                         if !hex.iter().all(u8::is_ascii_hexdigit) {
                             return None;
@@ -748,7 +823,9 @@ fn number_eq(n: &Number, raw: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{diff_count_text, diff_valid, matches_text, validate};
+    use super::{
+        diff_count_text, diff_valid, matches_indexed, matches_text, validate, validate_indexed,
+    };
     use crate::json::compare::{diff, matches, Mode};
     use crate::json::parse;
 
@@ -855,10 +932,12 @@ mod tests {
             for _ in 0..20_000 {
                 let g = gen(&mut r, 0);
                 let t = mutate(&mut r, &g);
+                let ok = parse(&t, depth_limit).is_ok();
+                assert_eq!(validate(t.as_bytes(), depth_limit).is_some(), ok, "{t:?}");
+                let keys = crate::json::Object::new();
                 assert_eq!(
-                    validate(t.as_bytes(), depth_limit).is_some(),
-                    parse(&t, depth_limit).is_ok(),
-                    "{t:?}"
+                    validate_indexed(t.as_bytes(), depth_limit, &keys, &mut []).is_some(),
+                    ok
                 );
             }
         }
@@ -889,6 +968,14 @@ mod tests {
                     counted += 1;
                 }
                 let start = validate(actual.as_bytes(), 128).expect("valid");
+                if let (Some(eo), Mode::Subset | Mode::Partial) = (e.as_object(), mode) {
+                    let mut last = vec![usize::MAX; eo.len()];
+                    let (at, object) =
+                        validate_indexed(actual.as_bytes(), 128, eo, &mut last).expect("valid");
+                    assert_eq!(at, start);
+                    let got = object && matches_indexed(eo, &actual, &last, mode);
+                    assert_eq!(got, want, "{mode:?} {expected} vs {actual}");
+                }
                 if let Some(d) = diff_valid(&e, &actual, start, mode, 128) {
                     let want = diff(&e, &a, mode);
                     assert_eq!(
