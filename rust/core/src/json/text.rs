@@ -534,6 +534,7 @@ impl<'a> Cur<'a> {
     }
 
     /// Skips a string; returns its contents (between the quotes) and whether it has escapes.
+    #[inline]
     fn string(&mut self) -> (&'a [u8], bool) {
         self.i += 1;
         let start = self.i;
@@ -672,11 +673,19 @@ static STRUCTURAL: [bool; 256] = {
 };
 
 /// Decoded string bytes (WTF-8) equal `want`.
+#[inline]
 fn str_eq(body: &[u8], escaped: bool, want: &[u8]) -> bool {
-    if !escaped {
-        return body == want;
+    if escaped {
+        escaped_str_eq(body, want)
+    } else {
+        body == want
     }
-    // Rare: decode with the parser (the quotes around `body` are in the text).
+}
+
+/// [`str_eq`] for a body with escapes (rare): decoded with the parser.
+#[cold]
+fn escaped_str_eq(body: &[u8], want: &[u8]) -> bool {
+    // The quotes around `body` are in the text.
     let mut quoted = Vec::with_capacity(body.len() + 2);
     quoted.push(b'"');
     quoted.extend_from_slice(body);
