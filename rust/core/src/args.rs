@@ -160,13 +160,45 @@ impl ArgsMatcher {
 
     /// Matches call `i` of `t` (0-based).
     pub fn check<'t>(&self, t: &'t TraceView<'_>, i: usize) -> CallMatch<'t> {
+        self.check_known(t, i, false)
+    }
+
+    /// [`check`](Self::check) for a call that [`is_match`](Self::is_match) rejected (the
+    /// closest-call candidates): the same result, without matching it again.
+    pub fn check_failing<'t>(&self, t: &'t TraceView<'_>, i: usize) -> CallMatch<'t> {
+        self.check_known(t, i, true)
+    }
+
+    fn check_known<'t>(&self, t: &'t TraceView<'_>, i: usize, failing: bool) -> CallMatch<'t> {
         match self {
             ArgsMatcher::Ignore => CallMatch::Match,
-            ArgsMatcher::Compare(cmp) => match t.args(i) {
-                Args::NotRecorded => CallMatch::NotRecorded,
-                Args::Invalid(e) => CallMatch::Invalid(e),
-                Args::Parsed(v) => cmp.check(v),
-            },
+            ArgsMatcher::Compare(cmp) => {
+                // Straight from the text while no other matcher needed the parsed value: only
+                // the values a reason shows are parsed.
+                if t.parsed_args(i).is_none() && cmp.on_text() {
+                    if let Some((text, start)) = t.valid_args_text(i) {
+                        if !failing
+                            && json::text::matches_valid(&cmp.expected, text, start, cmp.mode)
+                        {
+                            return CallMatch::Match;
+                        }
+                        if let Some(d) = json::text::diff_valid(
+                            &cmp.expected,
+                            text,
+                            start,
+                            cmp.mode,
+                            t.max_depth(),
+                        ) {
+                            return CallMatch::Mismatch(d);
+                        }
+                    }
+                }
+                match t.args(i) {
+                    Args::NotRecorded => CallMatch::NotRecorded,
+                    Args::Invalid(e) => CallMatch::Invalid(e),
+                    Args::Parsed(v) => cmp.check(v),
+                }
+            }
             ArgsMatcher::Regex { regex, shown } => match t.args(i) {
                 Args::NotRecorded => CallMatch::NotRecorded,
                 Args::Invalid(e) => CallMatch::Invalid(e),
@@ -212,6 +244,9 @@ impl ArgsMatcher {
             ArgsMatcher::Compare(cmp) => {
                 // Straight from the text while no other matcher needed the parsed value.
                 if t.parsed_args(i).is_none() && cmp.on_text() {
+                    if let Some(m) = cmp.match_validating(t, i) {
+                        return m;
+                    }
                     if let Some((text, start)) = t.valid_args_text(i) {
                         return json::text::matches_valid(&cmp.expected, text, start, cmp.mode);
                     }
@@ -243,6 +278,31 @@ impl Comparison {
             p.remove_from(&mut expected);
         }
         Comparison { mode, expected, ignore, defaults }
+    }
+
+    /// SUBSET / PARTIAL of an object on call `i`'s text not validated yet: validates it (for
+    /// every later use) and locates the expected top-level keys in the same pass, instead of
+    /// validating and then walking the object again. `None` when this does not apply or the
+    /// text is absent or invalid.
+    fn match_validating(&self, t: &TraceView<'_>, i: usize) -> Option<bool> {
+        const INLINE: usize = 8;
+        let (Value::Object(eo), Mode::Subset | Mode::Partial) = (&self.expected, self.mode) else {
+            return None;
+        };
+        if eo.len() > INLINE {
+            return None;
+        }
+        let mut inline = [usize::MAX; INLINE];
+        let last = &mut inline[..eo.len()];
+        let mut object = None;
+        let (text, _) = t.valid_args_text_with(i, |text| {
+            let (start, is_object) = json::text::validate_indexed(text, t.max_depth(), eo, last)?;
+            object = Some(is_object);
+            Some(start)
+        })?;
+        // `None`: validated before (by another matcher or the ranking); the caller walks it.
+        let is_object = object?;
+        Some(is_object && json::text::matches_indexed(eo, text, last, self.mode))
     }
 
     pub fn is_match(&self, actual: &Value) -> bool {

@@ -115,11 +115,20 @@ impl<'a> TraceView<'a> {
     /// valid JSON within the depth limit (validated once per call); `None` when it is not
     /// recorded or not valid.
     pub fn valid_args_text(&self, i: usize) -> Option<(&'a str, usize)> {
+        self.valid_args_text_with(i, |text| json::text::validate(text, self.max_depth))
+    }
+
+    /// [`valid_args_text`](Self::valid_args_text) with the validation done by `validate` when
+    /// it has not been done yet; `validate` must answer exactly as `json::text::validate` (it
+    /// may note more on the way, e.g. `json::text::validate_indexed`).
+    pub fn valid_args_text_with(
+        &self,
+        i: usize,
+        validate: impl FnOnce(&[u8]) -> Option<usize>,
+    ) -> Option<(&'a str, usize)> {
         let text = self.calls[i].arguments_json?;
         let text = if text.is_empty() { "{}" } else { text };
-        let start = *self.cache[i]
-            .text_start
-            .get_or_init(|| json::text::validate(text.as_bytes(), self.max_depth));
+        let start = *self.cache[i].text_start.get_or_init(|| validate(text.as_bytes()));
         start.map(|s| (text, s))
     }
 

@@ -22,8 +22,25 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// One- and two-byte varints (keys, lengths) inline; longer ones out of line.
     #[inline]
     fn varint(&mut self) -> Option<u64> {
+        let byte = *self.b.get(self.i)?;
+        if byte < 0x80 {
+            self.i += 1;
+            return Some(u64::from(byte));
+        }
+        if let Some(&next) = self.b.get(self.i + 1) {
+            if next < 0x80 {
+                self.i += 2;
+                return Some(u64::from(byte & 0x7F) | u64::from(next) << 7);
+            }
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
         for k in 0..10 {
             let byte = *self.b.get(self.i)?;
@@ -68,7 +85,9 @@ impl<'a> Reader<'a> {
         if wire != 2 {
             return None;
         }
-        std::str::from_utf8(self.bytes()?).ok()
+        // Only valid or not matters here (invalid bytes go to prost for its error message):
+        // simdutf8's basic check is std's for short strings and SIMD for longer ones.
+        simdutf8::basic::from_utf8(self.bytes()?).ok()
     }
 
     /// Skips an unknown field (groups are left to prost).
@@ -105,6 +124,7 @@ impl<'a> Reader<'a> {
 pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut t = TraceParts::default();
+    let mut names = Names::default();
     while !r.done() {
         let (tag, wire) = r.key()?;
         match tag {
@@ -113,10 +133,12 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
                 if wire != 2 {
                     return None;
                 }
+                let call = r.bytes()?;
                 if t.calls.is_empty() {
-                    t.calls.reserve(16);
+                    // Room for the rest of the trace in calls of this size (+ 3 framing bytes).
+                    t.calls.reserve(((bytes.len() - r.i) / (call.len() + 3)).min(1024) + 1);
                 }
-                t.calls.push(decode_call(r.bytes()?)?);
+                t.calls.push(decode_call(call, &mut names)?);
             }
             3 => t.final_answer = r.string(wire)?,
             4 => {
@@ -131,13 +153,40 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
     Some(t)
 }
 
-fn decode_call(bytes: &[u8]) -> Option<Call<'_>> {
+/// The distinct tool names met so far in a trace (the first few): a repeated name borrows the
+/// first copy (equal bytes, so the same text) instead of being validated again.
+#[derive(Default)]
+struct Names<'a> {
+    seen: [&'a str; 8],
+    len: usize,
+}
+
+impl<'a> Names<'a> {
+    #[inline]
+    fn get(&mut self, r: &mut Reader<'a>, wire: u8) -> Option<&'a str> {
+        if wire != 2 {
+            return None;
+        }
+        let b = r.bytes()?;
+        if let Some(s) = self.seen[..self.len].iter().find(|s| s.as_bytes() == b) {
+            return Some(s);
+        }
+        let s = simdutf8::basic::from_utf8(b).ok()?;
+        if let Some(slot) = self.seen.get_mut(self.len) {
+            *slot = s;
+            self.len += 1;
+        }
+        Some(s)
+    }
+}
+
+fn decode_call<'a>(bytes: &'a [u8], names: &mut Names<'a>) -> Option<Call<'a>> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut c = Call::default();
     while !r.done() {
         let (tag, wire) = r.key()?;
         match tag {
-            1 => c.name = r.string(wire)?,
+            1 => c.name = names.get(&mut r, wire)?,
             2 => c.arguments_json = Some(r.string(wire)?),
             3 => c.result = Some(r.string(wire)?),
             4 | 6 | 7 => {
@@ -304,6 +353,33 @@ mod tests {
         for v in [0u64, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX] {
             assert_eq!(varint_len(v), prost::encoding::encoded_len_varint(v), "{v}");
         }
+    }
+
+    #[test]
+    fn repeated_and_many_tool_names() {
+        let names: Vec<String> = (0..30).map(|i| format!("tool_{}é", i % 11)).collect();
+        let t = Trace {
+            calls: names
+                .iter()
+                .map(|n| ToolCall {
+                    name: n.clone(),
+                    arguments_json: Some("x".repeat(300)),
+                    ..ToolCall::default()
+                })
+                .collect(),
+            ..Trace::default()
+        };
+        let bytes = t.encode_to_vec();
+        let p = decode_trace(&bytes).expect("decodes");
+        let got: Vec<&str> = p.calls.iter().map(|c| c.name).collect();
+        assert_eq!(got, names);
+        // A name that is not UTF-8 is rejected even after valid ones.
+        let mut bad = t.clone();
+        bad.calls[20].name = "tool_1é".to_owned();
+        let mut bytes = bad.encode_to_vec();
+        let at = bytes.windows(8).rposition(|w| w == "tool_1é".as_bytes()).expect("found");
+        bytes[at + 6] = 0xFF;
+        assert!(decode_trace(&bytes).is_none() && Trace::decode(&bytes[..]).is_err());
     }
 
     #[test]

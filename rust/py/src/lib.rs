@@ -3,6 +3,11 @@ mod detach;
 mod errors;
 mod grader;
 
+// The binding, not the core (a library), picks the allocator: grading allocates small,
+// short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[pyo3::pymodule(gil_used = false)]
 mod _core {
     use pyo3::prelude::*;

@@ -91,7 +91,7 @@ impl ToolArgs {
         let Some((i, _)) = best else {
             return Outcome::fail(Reason::NoMatchingCall, String::new(), vec![]);
         };
-        let m = self.matcher.check(t, i);
+        let m = self.matcher.check_failing(t, i);
         let message = format!("{what}; closest is {}", describe(&m, i + 1));
         Outcome::fail(category(&m), message, vec![pos(i)])
     }

@@ -75,14 +75,14 @@ pub fn show(v: &Value) -> String {
 
 /// True when `s` holds characters that print as nothing on their own (combining marks,
 /// zero-width characters, replacement characters standing for lone surrogates).
-fn invisible(s: &str) -> bool {
+pub(super) fn invisible(s: &str) -> bool {
     s.chars().any(|c| {
         matches!(c, '\u{0300}'..='\u{036f}' | '\u{200b}'..='\u{200f}' | '\u{feff}' | '\u{fffd}')
     })
 }
 
 /// Writes every non-ASCII character as `\uXXXX` escapes (UTF-16 units, as JSON does).
-fn escape_non_ascii(s: &str) -> String {
+pub(super) fn escape_non_ascii(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_ascii() {
@@ -97,7 +97,7 @@ fn escape_non_ascii(s: &str) -> String {
     out
 }
 
-fn push_key(path: &mut String, key: &Str) {
+pub(super) fn push_key(path: &mut String, key: &Str) {
     let plain = key.as_str().filter(|k| {
         !k.is_empty()
             && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

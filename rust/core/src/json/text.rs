@@ -6,8 +6,10 @@
 //! the parser's error. On valid text the comparison follows `compare::matches`: object keys
 //! compared as decoded strings, the last duplicate key wins, numbers compared as exact
 //! decimals (normalised from the text as `Number::from_json_text` does).
-use super::compare::Mode;
-use super::value::{Number, Object, Value};
+use std::fmt::Write;
+
+use super::compare::{escape_non_ascii, invisible, push_key, show, Diff, Mode};
+use super::value::{Number, Object, Str, Value};
 
 /// `Some(matches(expected, parse(text), mode))` when `text` is valid JSON within `max_depth`;
 /// `None` otherwise. `text` must not be empty (empty arguments mean `{}`: the caller's job).
@@ -48,6 +50,146 @@ pub fn diff_count_text(
 pub fn diff_count_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> Option<usize> {
     let mut c = Cur { s: text.as_bytes(), i: start };
     count(expected, &mut c, mode, true)
+}
+
+/// `diff(expected, parse(text), mode)` (count and first difference, the same text) for `text`
+/// that [`validate`] accepted with first value at `start`; `None` where [`diff_count_valid`]
+/// gives up (the caller then parses and diffs). Only the values a description shows are
+/// parsed, and only for the first difference.
+pub fn diff_valid(
+    expected: &Value,
+    text: &str,
+    start: usize,
+    mode: Mode,
+    max_depth: usize,
+) -> Option<Diff> {
+    let mut d = TextDiffer { text, max_depth, diff: Diff::default(), path: String::from("$") };
+    d.walk(expected, &mut Cur { s: text.as_bytes(), i: start }, mode, true)?;
+    Some(d.diff)
+}
+
+/// `compare::Differ` over text: the same walk, notes and descriptions.
+struct TextDiffer<'a> {
+    text: &'a str,
+    max_depth: usize,
+    diff: Diff,
+    path: String,
+}
+
+impl TextDiffer<'_> {
+    /// `show` of the value spanning `text[from..to]` (parsed alone: a value boundary).
+    fn shown(&self, from: usize, to: usize) -> Option<String> {
+        super::parse(self.text.get(from..to)?, self.max_depth).ok().map(|v| show(&v))
+    }
+
+    /// Counts one difference; `describe` runs only for the first.
+    fn note(&mut self, describe: impl FnOnce(&Self) -> Option<String>) -> Option<()> {
+        if self.diff.first.is_none() {
+            self.diff.first = Some(describe(self)?);
+        }
+        self.diff.count += 1;
+        Some(())
+    }
+
+    fn walk(&mut self, e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<()> {
+        match (e, c.peek()) {
+            (Value::Object(eo), b'{') => {
+                let exact = mode == Mode::Exact;
+                let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
+                let mut last = vec![usize::MAX; eo.len()];
+                // Extra keys (EXACT): first-occurrence order, the last duplicate's value.
+                let mut extra: Vec<(&[u8], usize)> = Vec::new();
+                if c.open() {
+                    loop {
+                        let (body, escaped) = c.key();
+                        match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                            Some(j) => last[j] = c.i,
+                            None if exact => {
+                                if escaped {
+                                    return None;
+                                }
+                                match extra.iter_mut().find(|(b, _)| *b == body) {
+                                    Some(x) => x.1 = c.i,
+                                    None => extra.push((body, c.i)),
+                                }
+                            }
+                            None => {}
+                        }
+                        c.skip();
+                        if !c.next() {
+                            break;
+                        }
+                    }
+                }
+                for ((k, ev), &at) in eo.iter().zip(&last) {
+                    let len = self.path.len();
+                    push_key(&mut self.path, k);
+                    if at == usize::MAX {
+                        self.note(|d| {
+                            Some(format!(
+                                "{} expected {}, got nothing (key missing)",
+                                d.path,
+                                show(ev)
+                            ))
+                        })?;
+                    } else {
+                        self.walk(ev, &mut Cur { s: c.s, i: at }, child_mode, false)?;
+                    }
+                    self.path.truncate(len);
+                }
+                for (body, at) in extra {
+                    let len = self.path.len();
+                    push_key(&mut self.path, &Str::from(std::str::from_utf8(body).ok()?));
+                    self.note(|d| {
+                        let mut end = Cur { s: c.s, i: at };
+                        end.skip();
+                        Some(format!("{} is not expected, got {}", d.path, d.shown(at, end.i)?))
+                    })?;
+                    self.path.truncate(len);
+                }
+            }
+            (Value::Array(ea), b'[') if mode != Mode::Subset || !top => {
+                let mut k = 0;
+                if c.open() {
+                    loop {
+                        match ea.get(k) {
+                            Some(ev) => {
+                                let len = self.path.len();
+                                let _ = write!(self.path, "[{k}]");
+                                self.walk(ev, c, mode, false)?;
+                                self.path.truncate(len);
+                            }
+                            None => c.skip(),
+                        }
+                        k += 1;
+                        if !c.next() {
+                            break;
+                        }
+                    }
+                }
+                let (el, al) = (ea.len(), k);
+                for _ in 0..el.abs_diff(al) {
+                    self.note(|d| Some(format!("{} expected {el} elements, got {al}", d.path)))?;
+                }
+            }
+            _ => {
+                let at = c.i;
+                let same = eq(e, &mut Cur { s: c.s, i: at });
+                c.skip();
+                if !same {
+                    let end = c.i;
+                    self.note(|d| {
+                        let (mut es, mut as_) = (show(e), d.shown(at, end)?);
+                        if invisible(&es) || invisible(&as_) {
+                            (es, as_) = (escape_non_ascii(&es), escape_non_ascii(&as_));
+                        }
+                        Some(format!("{} expected {es}, got {as_}", d.path))
+                    })?;
+                }
+            }
+        }
+        Some(())
+    }
 }
 
 /// The number of differences `compare::Differ::walk` counts between `e` and the value at the
@@ -134,6 +276,75 @@ pub fn validate(s: &[u8], max_depth: usize) -> Option<usize> {
     (v.i == s.len()).then_some(start)
 }
 
+/// [`validate`] that also indexes a top-level object: `last[j]` becomes the offset of the value
+/// of `keys`' `j`-th key (the last duplicate wins; untouched when absent). `Some((start,
+/// is_object))` exactly when [`validate`] gives `Some(start)`.
+pub fn validate_indexed(
+    s: &[u8],
+    max_depth: usize,
+    keys: &Object,
+    last: &mut [usize],
+) -> Option<(usize, bool)> {
+    let mut v = Validator { s, i: 0, max_depth };
+    v.ws();
+    let start = v.i;
+    if s.get(start) != Some(&b'{') {
+        v.value(0)?;
+        v.ws();
+        return (v.i == s.len()).then_some((start, false));
+    }
+    // `Validator::object(1)`, looking each key up.
+    if max_depth < 1 {
+        return None;
+    }
+    v.i += 1;
+    v.ws();
+    if s.get(v.i) == Some(&b'}') {
+        v.i += 1;
+    } else {
+        loop {
+            v.ws();
+            if s.get(v.i) != Some(&b'"') {
+                return None;
+            }
+            let from = v.i + 1;
+            let escaped = v.string()?;
+            let body = &s[from..v.i - 1];
+            v.ws();
+            if s.get(v.i) != Some(&b':') {
+                return None;
+            }
+            v.i += 1;
+            v.ws();
+            if let Some(j) = keys.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                last[j] = v.i;
+            }
+            v.value(1)?;
+            v.ws();
+            match s.get(v.i)? {
+                b',' => v.i += 1,
+                b'}' => {
+                    v.i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    v.ws();
+    (v.i == s.len()).then_some((start, true))
+}
+
+/// SUBSET or PARTIAL of the object `expected` against the top-level object of valid `text`
+/// whose values [`validate_indexed`] located in `last`: what [`matches_valid`] answers.
+pub fn matches_indexed(expected: &Object, text: &str, last: &[usize], mode: Mode) -> bool {
+    let value = if mode == Mode::Partial { partial } else { eq };
+    expected
+        .iter()
+        .zip(last)
+        .all(|((_, ev), &at)| at != usize::MAX && value(ev, &mut Cur { s: text.as_bytes(), i: at }))
+}
+
 impl Validator<'_> {
     #[inline]
     fn ws(&mut self) {
@@ -150,7 +361,7 @@ impl Validator<'_> {
         match *self.s.get(self.i)? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
-            b'"' => self.string(),
+            b'"' => self.string().map(|_| ()),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -268,17 +479,23 @@ impl Validator<'_> {
         Some(())
     }
 
-    fn string(&mut self) -> Option<()> {
+    /// Whether the string has escapes.
+    fn string(&mut self) -> Option<bool> {
         self.i += 1;
+        let mut escaped = false;
         loop {
             self.i = scan_string(self.s, self.i, true);
             let b = *self.s.get(self.i)?;
             self.i += 1;
             match b {
-                b'"' => return Some(()),
+                b'"' => return Some(escaped),
                 b'\\' => match *self.s.get(self.i)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
+                        escaped = true;
+                        self.i += 1;
+                    }
                     b'u' => {
+                        escaped = true;
                         let hex = self.s.get(self.i + 1..self.i + 5)?;
                         if !hex.iter().all(u8::is_ascii_hexdigit) {
                             return None;
@@ -317,6 +534,7 @@ impl<'a> Cur<'a> {
     }
 
     /// Skips a string; returns its contents (between the quotes) and whether it has escapes.
+    #[inline]
     fn string(&mut self) -> (&'a [u8], bool) {
         self.i += 1;
         let start = self.i;
@@ -455,11 +673,19 @@ static STRUCTURAL: [bool; 256] = {
 };
 
 /// Decoded string bytes (WTF-8) equal `want`.
+#[inline]
 fn str_eq(body: &[u8], escaped: bool, want: &[u8]) -> bool {
-    if !escaped {
-        return body == want;
+    if escaped {
+        escaped_str_eq(body, want)
+    } else {
+        body == want
     }
-    // Rare: decode with the parser (the quotes around `body` are in the text).
+}
+
+/// [`str_eq`] for a body with escapes (rare): decoded with the parser.
+#[cold]
+fn escaped_str_eq(body: &[u8], want: &[u8]) -> bool {
+    // The quotes around `body` are in the text.
     let mut quoted = Vec::with_capacity(body.len() + 2);
     quoted.push(b'"');
     quoted.extend_from_slice(body);
@@ -606,7 +832,9 @@ fn number_eq(n: &Number, raw: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{diff_count_text, matches_text, validate};
+    use super::{
+        diff_count_text, diff_valid, matches_indexed, matches_text, validate, validate_indexed,
+    };
     use crate::json::compare::{diff, matches, Mode};
     use crate::json::parse;
 
@@ -713,10 +941,12 @@ mod tests {
             for _ in 0..20_000 {
                 let g = gen(&mut r, 0);
                 let t = mutate(&mut r, &g);
+                let ok = parse(&t, depth_limit).is_ok();
+                assert_eq!(validate(t.as_bytes(), depth_limit).is_some(), ok, "{t:?}");
+                let keys = crate::json::Object::new();
                 assert_eq!(
-                    validate(t.as_bytes(), depth_limit).is_some(),
-                    parse(&t, depth_limit).is_ok(),
-                    "{t:?}"
+                    validate_indexed(t.as_bytes(), depth_limit, &keys, &mut []).is_some(),
+                    ok
                 );
             }
         }
@@ -730,6 +960,7 @@ mod tests {
         let mut r = Rng(11);
         let mut agreed = [0usize; 2];
         let mut counted = 0usize;
+        let mut described = 0usize;
         for _ in 0..40_000 {
             let expected = gen(&mut r, 1);
             let actual = if r.below(3) == 0 { expected.clone() } else { gen(&mut r, 1) };
@@ -745,10 +976,29 @@ mod tests {
                     assert_eq!(n, diff(&e, &a, mode).count, "{mode:?} {expected} vs {actual}");
                     counted += 1;
                 }
+                let start = validate(actual.as_bytes(), 128).expect("valid");
+                if let (Some(eo), Mode::Subset | Mode::Partial) = (e.as_object(), mode) {
+                    let mut last = vec![usize::MAX; eo.len()];
+                    let (at, object) =
+                        validate_indexed(actual.as_bytes(), 128, eo, &mut last).expect("valid");
+                    assert_eq!(at, start);
+                    let got = object && matches_indexed(eo, &actual, &last, mode);
+                    assert_eq!(got, want, "{mode:?} {expected} vs {actual}");
+                }
+                if let Some(d) = diff_valid(&e, &actual, start, mode, 128) {
+                    let want = diff(&e, &a, mode);
+                    assert_eq!(
+                        (d.count, d.first),
+                        (want.count, want.first),
+                        "{mode:?} {expected} vs {actual}"
+                    );
+                    described += 1;
+                }
                 agreed[usize::from(want)] += 1;
             }
         }
         assert!(agreed[0] > 1000 && agreed[1] > 1000, "{agreed:?}");
         assert!(counted > 30_000, "{counted}");
+        assert!(described > 30_000, "{described}");
     }
 }
