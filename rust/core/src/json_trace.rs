@@ -51,6 +51,8 @@ struct RawTrace {
     final_answer: Span,
     metadata: Vec<(Span, Span)>,
     encoded_len: usize,
+    /// Bytes of unescaped text in the buffer.
+    owned_len: usize,
 }
 
 /// Decodes one line; `None` means "decode it with `serde_json`" (see the module docs).
@@ -60,7 +62,8 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
     // outside one), so a line that is not UTF-8 is always an error: leave it to serde.
     let text = std::str::from_utf8(line).ok()?;
     buf.clear();
-    let raw = Scanner { b: line, i: 0, buf: &mut *buf }.trace()?;
+    let raw = Scanner { b: line, i: 0, buf: &mut *buf, w: 0 }.trace()?;
+    buf.truncate(raw.owned_len);
     let buf: &'a Vec<u8> = buf;
     let owned = std::str::from_utf8(buf).ok()?;
     let get = |s: Span| if s.owned { owned.get(s.start..s.end) } else { text.get(s.start..s.end) };
@@ -169,10 +172,56 @@ fn digits_u64(d: &[u8]) -> Option<u64> {
     Some(v)
 }
 
+/// One escape whose letter is at `at` (after the backslash), written to `buf` at `w`; returns
+/// the indexes after it in `b` and `buf`. `None` for what serde decides: unknown escapes, bad hex, lone surrogates.
+#[inline]
+fn unescape(b: &[u8], mut at: usize, buf: &mut [u8], w: usize) -> Option<(usize, usize)> {
+    let e = *b.get(at)?;
+    at += 1;
+    // `\"` first, and no jump table: embedded JSON makes it nearly every escape.
+    if e == b'"' || e == b'\\' || e == b'/' {
+        *buf.get_mut(w)? = e;
+        return Some((at, w + 1));
+    }
+    if e != b'u' {
+        *buf.get_mut(w)? = match e {
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            _ => return None,
+        };
+        return Some((at, w + 1));
+    }
+    let hi = hex4(b, at)?;
+    at += 4;
+    let code = if (0xD800..0xDC00).contains(&hi) {
+        if b.get(at..at + 2) != Some(b"\\u") {
+            return None;
+        }
+        let lo = hex4(b, at + 2)?;
+        if !(0xDC00..0xE000).contains(&lo) {
+            return None;
+        }
+        at += 6;
+        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+    } else {
+        hi
+    };
+    // A lone low surrogate is not a char.
+    let ch = char::from_u32(code)?;
+    let n = ch.len_utf8();
+    ch.encode_utf8(buf.get_mut(w..w + n)?);
+    Some((at, w + n))
+}
+
 struct Scanner<'s> {
     b: &'s [u8],
     i: usize,
+    /// Unescaped strings: sized to the line at the first escape, filled up to `w`.
     buf: &'s mut Vec<u8>,
+    w: usize,
 }
 
 // Field bits of the `seen` masks: a key met twice leaves the line to serde (pbjson reports a
@@ -278,61 +327,54 @@ impl Scanner<'_> {
     }
 
     /// The rest of a string with escapes, from `start` (its first byte) with the first `\` at
-    /// `at`: unescaped into `buf`.
+    /// `at`: unescaped into `buf` at the cursor `w`. Argument text is escape-dense (every quote
+    /// of the embedded JSON), so plain bytes are copied a word at a time into a buffer sized
+    /// once (unescaped text is never longer than its escaped form), the cursor moving only past
+    /// the bytes before the next special one: no search, growth or variable copy per escape.
     fn escaped(&mut self, start: usize, mut at: usize) -> Option<Span> {
-        if self.buf.capacity() == 0 {
-            // At most the line's length in all: one allocation per line.
-            self.buf.reserve(self.b.len());
+        let line = self.b;
+        let buf = &mut *self.buf;
+        if buf.is_empty() {
+            buf.resize(line.len(), 0);
         }
-        let out = self.buf.len();
-        self.buf.extend_from_slice(&self.b[start..at]);
+        let out = self.w;
+        let mut end = out + (at - start);
+        buf.get_mut(out..end)?.copy_from_slice(&line[start..at]);
         loop {
-            // self.b[at] is a backslash.
-            let e = *self.b.get(at + 1)?;
-            at += 2;
-            if e == b'u' {
-                let hi = hex4(self.b, at)?;
-                at += 4;
-                let code = if (0xD800..0xDC00).contains(&hi) {
-                    if self.b.get(at..at + 2) != Some(b"\\u") {
-                        return None;
-                    }
-                    let lo = hex4(self.b, at + 2)?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    at += 6;
-                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                } else {
-                    hi
-                };
-                // A lone low surrogate is not a char: serde decides.
-                let ch = char::from_u32(code)?;
-                let mut utf8 = [0u8; 4];
-                self.buf.extend_from_slice(ch.encode_utf8(&mut utf8).as_bytes());
+            // line[at] is special: a backslash starts an escape, a quote ends the string.
+            let byte = line[at];
+            if byte == b'\\' {
+                (at, end) = unescape(line, at + 1, buf, end)?;
+            } else if byte == b'"' {
+                self.i = at + 1;
+                self.w = end;
+                return Some(Span { start: out, end, owned: true });
             } else {
-                self.buf.push(match e {
-                    b'"' => b'"',
-                    b'\\' => b'\\',
-                    b'/' => b'/',
-                    b'b' => 0x08,
-                    b'f' => 0x0C,
-                    b'n' => b'\n',
-                    b'r' => b'\r',
-                    b't' => b'\t',
-                    _ => return None,
-                });
+                return None;
             }
-            let next = find_special(self.b, at)?;
-            self.buf.extend_from_slice(&self.b[at..next]);
-            at = next;
-            match self.b[at] {
-                b'"' => {
-                    self.i = at + 1;
-                    return Some(Span { start: out, end: self.buf.len(), owned: true });
+            loop {
+                if let Some(chunk) = line.get(at..at + 8) {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(chunk);
+                    buf.get_mut(end..end + 8)?.copy_from_slice(&word);
+                    let m = special(u64::from_le_bytes(word));
+                    if m == 0 {
+                        at += 8;
+                        end += 8;
+                        continue;
+                    }
+                    let k = (m.trailing_zeros() / 8) as usize;
+                    at += k;
+                    end += k;
+                    break;
                 }
-                b'\\' => {}
-                _ => return None,
+                let byte = *line.get(at)?;
+                if is_special(byte) {
+                    break;
+                }
+                *buf.get_mut(end)? = byte;
+                at += 1;
+                end += 1;
             }
         }
     }
@@ -409,6 +451,7 @@ impl Scanner<'_> {
             return None;
         }
         t.encoded_len += str_len(t.id.len()) + str_len(t.final_answer.len());
+        t.owned_len = self.w;
         Some(t)
     }
 
