@@ -133,6 +133,50 @@ fn is_special(b: u8) -> bool {
     b == b'"' || b == b'\\' || b < 0x20
 }
 
+const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+
+/// High bit set in exactly the bytes of `w` equal to `c`.
+#[inline]
+fn eq_mask(w: u64, c: u8) -> u64 {
+    let v = w ^ (ONES * u64::from(c));
+    !(((v & LOW7) + LOW7) | v) & HIGH
+}
+
+/// Eight bytes of string content that need no more than dropping backslashes: no control
+/// byte, no quote that ends the string, and every backslash followed inside the word by `"`
+/// or `/` (so no `\\` runs and no escape cut by the word's end). Returns the bytes with the
+/// backslashes removed (low bytes first) and how many remain; `None` for any other word.
+#[inline]
+fn simple_escapes(w: u64) -> Option<(u64, usize)> {
+    let backslash = eq_mask(w, b'\\');
+    let quote = eq_mask(w, b'"');
+    let control = !(((w & LOW7) + ONES * 0x60) | w) & HIGH;
+    if backslash | quote | control == 0 {
+        return Some((w, 8));
+    }
+    let after = backslash << 8;
+    let last_byte = 0x80 << 56;
+    if control != 0
+        || backslash & last_byte != 0
+        || quote & !after != 0
+        || after & !(quote | eq_mask(w, b'/')) != 0
+    {
+        return None;
+    }
+    let mut out = w;
+    let mut removed = 0;
+    let mut bits = backslash;
+    while bits != 0 {
+        // Byte index in `out` of the next backslash (bytes before it already removed).
+        let p = bits.trailing_zeros() / 8 - removed;
+        let below = (1u64 << (8 * p)) - 1;
+        out = (out & below) | ((out >> 8) & !below);
+        removed += 1;
+        bits &= bits - 1;
+    }
+    Some((out, 8 - removed as usize))
+}
+
 /// Index of the first `"`, `\` or control byte at or after `i`.
 #[inline]
 fn find_special(b: &[u8], mut i: usize) -> Option<usize> {
@@ -356,13 +400,15 @@ impl Scanner<'_> {
                 if let Some(chunk) = line.get(at..at + 8) {
                     let mut word = [0u8; 8];
                     word.copy_from_slice(chunk);
-                    buf.get_mut(end..end + 8)?.copy_from_slice(&word);
-                    let m = special(u64::from_le_bytes(word));
-                    if m == 0 {
+                    let w = u64::from_le_bytes(word);
+                    if let Some((compact, kept)) = simple_escapes(w) {
+                        buf.get_mut(end..end + 8)?.copy_from_slice(&compact.to_le_bytes());
                         at += 8;
-                        end += 8;
+                        end += kept;
                         continue;
                     }
+                    buf.get_mut(end..end + 8)?.copy_from_slice(&word);
+                    let m = special(w);
                     let k = (m.trailing_zeros() / 8) as usize;
                     at += k;
                     end += k;
@@ -923,6 +969,43 @@ mod tests {
         }
         // Some oddities are valid (metadata duplicates, escapes, trailing whitespace).
         assert!(fast > 1_000, "{fast}");
+    }
+
+    #[test]
+    fn simple_escapes_matches_a_byte_loop() {
+        let mut rng = Rng(5);
+        let alphabet = [b'\\', b'"', b'/', b'a', b'n', 0x01, 0x1F, 0x20, 0x7F, 0xC3, 0xA9, 0xFF];
+        for _ in 0..200_000 {
+            let bytes: [u8; 8] = std::array::from_fn(|_| rng.pick(&alphabet));
+            // The byte loop: drop each backslash followed by `"` or `/`; anything else is None.
+            let mut kept = Vec::new();
+            let mut ok = true;
+            let mut k = 0;
+            while k < 8 {
+                match bytes[k] {
+                    b'\\' if k < 7 && matches!(bytes[k + 1], b'"' | b'/') => {
+                        kept.push(bytes[k + 1]);
+                        k += 2;
+                    }
+                    b'\\' | b'"' | 0x00..=0x1F => {
+                        ok = false;
+                        break;
+                    }
+                    c => {
+                        kept.push(c);
+                        k += 1;
+                    }
+                }
+            }
+            let got = super::simple_escapes(u64::from_le_bytes(bytes));
+            match got {
+                Some((w, n)) => {
+                    assert!(ok, "{bytes:?}");
+                    assert_eq!(&w.to_le_bytes()[..n], kept.as_slice(), "{bytes:?}");
+                }
+                None => assert!(!ok, "{bytes:?}"),
+            }
+        }
     }
 
     #[test]
