@@ -333,8 +333,8 @@ impl Grader {
         i: usize,
         grade: impl FnOnce(&TraceView<'_>) -> R,
     ) -> Result<R, (String, CoreError)> {
-        let mut buf = Vec::new();
-        if let Some(json) = crate::json_trace::decode(line, &mut buf) {
+        let mut buf = DecodeBuf(DECODE_BUF.take());
+        if let Some(json) = crate::json_trace::decode(line, &mut buf.0) {
             if json.encoded_len <= self.limits.max_trace_bytes {
                 let parts = json.parts;
                 return match check_parts(&parts, &self.limits, &format!("lines[{i}]")) {
@@ -431,6 +431,23 @@ fn lock_raw(
     cache: &Mutex<LruCache<[u8; 32], String>>,
 ) -> std::sync::MutexGuard<'_, LruCache<[u8; 32], String>> {
     cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+thread_local! {
+    /// Each pool thread's buffer for unescaped JSON strings, reused from line to line.
+    static DECODE_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Hands the decode buffer back to the thread when a line is done (or unwinds); a buffer grown
+/// past 1 MiB by a huge line is dropped instead of kept.
+struct DecodeBuf(Vec<u8>);
+
+impl Drop for DecodeBuf {
+    fn drop(&mut self) {
+        if self.0.capacity() <= 1 << 20 {
+            DECODE_BUF.set(std::mem::take(&mut self.0));
+        }
+    }
 }
 
 /// Runs one item's grading; a panic becomes that item's `INTERNAL` error with a generic message.
