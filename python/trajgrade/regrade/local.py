@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import cast
 
 from trajgrade import _core
 from trajgrade.regrade.output import ERROR_MARKER, failure_row, jsonl_line, outcome_row
@@ -32,7 +33,8 @@ class LocalBackend:
         """Each chunk with its outcomes (or, for raw lines, its rows) filled in, in order."""
         for chunk in chunks:
             if chunk.raw_lines:
-                lines = [item for item in chunk.items if isinstance(item, bytes)]
+                # Raw chunks hold only lines (source.read_chunks): no per-item filtering.
+                lines = cast("list[bytes]", chunk.items)
                 chunk.rows = self._grader.grade_json_traces_to_json(self._suite, lines)
                 self._fix_errors(chunk, chunk.rows)
                 yield chunk
@@ -47,6 +49,9 @@ class LocalBackend:
         A line the core could not grade is decoded again by the Python path (the protobuf JSON
         mapping, exactly as before): its error row, or its graded row if that path accepts it.
         """
+        # One search over the whole chunk (a copy and a scan) instead of one per row.
+        if ERROR_MARKER not in b"".join(rows):
+            return
         for i, row in enumerate(rows):
             if ERROR_MARKER not in row:
                 continue

@@ -14,7 +14,7 @@ use crate::proto::v1::{
     Trace, TraceOutcome,
 };
 use crate::suite::CompiledSuite;
-use crate::trace::{check_trace, wire_decode, Decoded, TraceView};
+use crate::trace::{check_parts, check_trace, wire_decode, Decoded, TraceView};
 
 /// Registered suites kept by default (see [`Grader::with_max_registered_suites`]).
 pub const DEFAULT_MAX_REGISTERED_SUITES: usize = 10_000;
@@ -267,8 +267,8 @@ impl Grader {
                 .enumerate()
                 .map(|(i, line)| {
                     guarded(
-                        || match self.json_trace(line, i) {
-                            Ok(t) => suite.grade_view_encoded(&TraceView::new(&t, &self.limits)),
+                        || match self.grade_json_line(line, i, |v| suite.grade_view_encoded(v)) {
+                            Ok(outcome) => outcome,
                             Err((id, e)) => {
                                 item_error(id, e.reason_code(), e.field().to_owned(), e.message())
                             }
@@ -295,16 +295,17 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, line)| {
-                    let graded =
-                        catch_unwind(AssertUnwindSafe(|| match self.json_trace(line, i) {
-                            Ok(t) => Ok(suite.grade_view(&TraceView::new(&t, &self.limits))),
+                    let graded = catch_unwind(AssertUnwindSafe(|| {
+                        match self.grade_json_line(line, i, |v| suite.grade_view(v)) {
+                            Ok(result) => Ok(result),
                             Err((id, e)) => Err(ItemError {
                                 trace_id: id,
                                 reason_code: e.reason_code().to_owned(),
                                 field: e.field().to_owned(),
                                 message: e.message(),
                             }),
-                        }));
+                        }
+                    }));
                     let graded = graded.unwrap_or_else(|_| {
                         Err(ItemError {
                             trace_id: crate::rows::lenient_json_id(line),
@@ -322,7 +323,32 @@ impl Grader {
         })
     }
 
-    /// Decodes and checks one JSON line; the error comes with the trace id when readable.
+    /// Decodes one JSON line, checks it against the limits and grades it with `grade`; an
+    /// error comes with the trace id when readable. The borrowed scanner (`json_trace`) decodes
+    /// what it can; any other line, and one whose size may exceed the limit, goes through
+    /// `serde_json` and the pbjson impls, so errors keep their exact text.
+    fn grade_json_line<R>(
+        &self,
+        line: &[u8],
+        i: usize,
+        grade: impl FnOnce(&TraceView<'_>) -> R,
+    ) -> Result<R, (String, CoreError)> {
+        let mut buf = DecodeBuf(DECODE_BUF.take());
+        if let Some(json) = crate::json_trace::decode(line, &mut buf.0) {
+            if json.encoded_len <= self.limits.max_trace_bytes {
+                let parts = json.parts;
+                return match check_parts(&parts, &self.limits, &format!("lines[{i}]")) {
+                    Ok(()) => Ok(grade(&TraceView::from_parts(parts, &self.limits))),
+                    Err(e) => Err((parts.id.to_owned(), e)),
+                };
+            }
+        }
+        let trace = self.json_trace(line, i)?;
+        Ok(grade(&TraceView::new(&trace, &self.limits)))
+    }
+
+    /// Decodes (`serde_json` + pbjson) and checks one JSON line; the error comes with the trace
+    /// id when readable.
     fn json_trace(&self, line: &[u8], i: usize) -> Result<Trace, (String, CoreError)> {
         let field = format!("lines[{i}]");
         let trace: Trace = serde_json::from_slice(line).map_err(|e| {
@@ -405,6 +431,23 @@ fn lock_raw(
     cache: &Mutex<LruCache<[u8; 32], String>>,
 ) -> std::sync::MutexGuard<'_, LruCache<[u8; 32], String>> {
     cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+thread_local! {
+    /// Each pool thread's buffer for unescaped JSON strings, reused from line to line.
+    static DECODE_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Hands the decode buffer back to the thread when a line is done (or unwinds); a buffer grown
+/// past 1 MiB by a huge line is dropped instead of kept.
+struct DecodeBuf(Vec<u8>);
+
+impl Drop for DecodeBuf {
+    fn drop(&mut self) {
+        if self.0.capacity() <= 1 << 20 {
+            DECODE_BUF.set(std::mem::take(&mut self.0));
+        }
+    }
 }
 
 /// Runs one item's grading; a panic becomes that item's `INTERNAL` error with a generic message.
@@ -722,5 +765,64 @@ mod tests {
             )),
             "{error_row}"
         );
+    }
+
+    #[test]
+    fn json_lines_fast_and_serde_paths_agree() {
+        use crate::json_trace::generate::{line, odd_line, Rng};
+        use crate::trace::TraceView;
+        let limits = Limits {
+            max_calls_per_trace: 5,
+            max_argument_bytes: 200,
+            max_trace_bytes: 3000,
+            ..Limits::default()
+        };
+        let g = Grader::new(limits, 2);
+        let suite: Suite = serde_json::from_str(
+            r#"{"assertions":[{"tool_called":{"tool":"x"}},
+                {"tool_call_args":{"tool":"x","match":{"mode":"MATCH_MODE_SUBSET","args_json":"{}"}}},
+                {"expression":{"expr":"'env' in metadata && size(calls) > 0"}},
+                {"no_repeated_calls":{}},{"grounding":{"numbers":true}}]}"#,
+        )
+        .expect("decodes");
+        let compiled = g.compile_suite(&suite.encode_to_vec()).expect("compiles");
+        let mut rng = Rng(3);
+        let lines: Vec<Vec<u8>> = (0..6000)
+            .map(|i| if i % 3 == 0 { odd_line(&mut rng) } else { line(&mut rng).into_bytes() })
+            .collect();
+        let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        let rows = g.grade_json_traces_to_json(&compiled, &refs);
+        let outcomes = g.grade_json_traces(&compiled, &refs);
+        let (mut graded, mut errors) = (0, 0);
+        for (i, line) in refs.iter().enumerate() {
+            // The previous path: serde_json + pbjson into an owned Trace.
+            let (row, outcome) = match g.json_trace(line, i) {
+                Ok(t) => {
+                    graded += 1;
+                    let view = TraceView::new(&t, g.limits());
+                    (
+                        crate::rows::result_row(&compiled.grade_view(&view)),
+                        compiled.grade_view_encoded(&view),
+                    )
+                }
+                Err((id, e)) => {
+                    errors += 1;
+                    let item = crate::proto::v1::ItemError {
+                        trace_id: id.clone(),
+                        reason_code: e.reason_code().to_owned(),
+                        field: e.field().to_owned(),
+                        message: e.message(),
+                    };
+                    (
+                        crate::rows::error_row(compiled.id(), &item),
+                        super::item_error(id, e.reason_code(), e.field().to_owned(), e.message()),
+                    )
+                }
+            };
+            let shown = String::from_utf8_lossy(line);
+            assert_eq!(String::from_utf8_lossy(&rows[i]), String::from_utf8_lossy(&row), "{shown}");
+            assert_eq!(outcomes[i], outcome, "{shown}");
+        }
+        assert!(graded > 1000 && errors > 500, "{graded} graded, {errors} errors");
     }
 }

@@ -20,6 +20,7 @@ pub mod batch;
 pub mod error;
 pub mod glob;
 pub mod grade;
+pub mod json_trace;
 pub mod limits;
 pub mod matching;
 pub mod rows;

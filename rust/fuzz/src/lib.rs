@@ -27,6 +27,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("compile_suite", compile_suite),
     ("canonical_text", canonical_text),
     ("grade", grade),
+    ("json_trace", json_trace),
 ];
 
 fn grader(threads: usize) -> &'static Grader {
@@ -563,4 +564,36 @@ pub fn grade(data: &[u8]) {
             assert_eq!(n.name, a.name);
         }
     }
+}
+
+/// `json_trace`: arbitrary bytes as one native JSONL line. The borrowed decoder
+/// (`trajgrade_core::json_trace`) never accepts what `serde_json` + pbjson reject, and decodes
+/// what it accepts to the same trace; grading the line never panics.
+pub fn json_trace(data: &[u8]) {
+    let mut buf = Vec::new();
+    if let Some(fast) = trajgrade_core::json_trace::decode(data, &mut buf) {
+        let t: Trace = serde_json::from_slice(data)
+            .unwrap_or_else(|e| panic!("the borrowed decoder accepts what serde rejects: {e}"));
+        let p = &fast.parts;
+        assert_eq!((p.id, p.final_answer), (t.id.as_str(), t.final_answer.as_str()));
+        assert_eq!(p.calls.len(), t.calls.len());
+        for (a, b) in p.calls.iter().zip(&t.calls) {
+            assert_eq!(
+                (a.name, a.arguments_json, a.result, a.error),
+                (b.name.as_str(), b.arguments_json.as_deref(), b.result.as_deref(), b.error)
+            );
+        }
+        let meta: std::collections::HashMap<&str, &str> = p.metadata.iter().copied().collect();
+        let want: std::collections::HashMap<&str, &str> =
+            t.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(meta, want);
+        // Exact unless a metadata key repeats (each entry counted: an upper bound).
+        assert!(fast.encoded_len >= t.encoded_len());
+        if meta.len() == p.metadata.len() {
+            assert_eq!(fast.encoded_len, t.encoded_len());
+        }
+    }
+    let outs = grader(1).grade_json_traces(fixed_suite(), &[data]);
+    assert_eq!(outs.len(), 1);
+    outcome(&outs[0]);
 }

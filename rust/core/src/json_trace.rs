@@ -1,0 +1,1042 @@
+//! Protobuf-JSON `Trace` lines (native JSONL) decoded in one pass into borrowed `TraceParts`.
+//!
+//! The scanner accepts a subset of what `serde_json` plus the pbjson impls accept, with the same
+//! meaning: proto or lowerCamel field names in any order, `null` for the two optional strings
+//! (`arguments_json`, `result`), uint64 times as JSON integers or digit strings, map metadata (a
+//! later duplicate key wins, as when the `HashMap` is filled). Everything else returns `None`:
+//! unknown, escaped or repeated keys, `null` anywhere pbjson rejects it, floats, signs, leading
+//! zeros and overflow in times, bad escapes, lone surrogates, raw control characters, invalid
+//! UTF-8, trailing data. The caller then decodes the line with `serde_json`, so every error and
+//! every edge case keeps that path's exact behaviour and message.
+//!
+//! Strings without escapes are borrowed from the line; strings with escapes are unescaped into
+//! one buffer per line, and the parts borrow from it once the scan is done.
+use crate::trace::Call;
+use crate::wire::{varint_len, TraceParts};
+
+/// A decoded line: the fields grading reads, and the length of the equivalent encoded `Trace`
+/// (exact unless a metadata key repeats; then an upper bound, each entry counted).
+#[derive(Debug)]
+pub struct JsonParts<'a> {
+    pub parts: TraceParts<'a>,
+    pub encoded_len: usize,
+}
+
+/// Where a string's (unescaped) text lies: in the line, or in the per-line buffer.
+#[derive(Clone, Copy, Default)]
+struct Span {
+    start: usize,
+    end: usize,
+    owned: bool,
+}
+
+impl Span {
+    fn len(self) -> usize {
+        self.end - self.start
+    }
+}
+
+#[derive(Default)]
+struct RawCall {
+    name: Span,
+    arguments_json: Option<Span>,
+    result: Option<Span>,
+    error: bool,
+}
+
+#[derive(Default)]
+struct RawTrace {
+    id: Span,
+    calls: Vec<RawCall>,
+    final_answer: Span,
+    metadata: Vec<(Span, Span)>,
+    encoded_len: usize,
+    /// Bytes of unescaped text in the buffer.
+    owned_len: usize,
+}
+
+/// Decodes one line; `None` means "decode it with `serde_json`" (see the module docs).
+/// `buf` receives the unescaped strings; the parts borrow from it and from `line`.
+pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>> {
+    // serde_json rejects invalid UTF-8 wherever it occurs (inside a string, or as a stray byte
+    // outside one), so a line that is not UTF-8 is always an error: leave it to serde.
+    let text = std::str::from_utf8(line).ok()?;
+    buf.clear();
+    let raw = Scanner { b: line, i: 0, buf: &mut *buf, w: 0 }.trace()?;
+    buf.truncate(raw.owned_len);
+    let buf: &'a Vec<u8> = buf;
+    let owned = std::str::from_utf8(buf).ok()?;
+    let get = |s: Span| if s.owned { owned.get(s.start..s.end) } else { text.get(s.start..s.end) };
+    let calls = raw
+        .calls
+        .iter()
+        .map(|c| {
+            Some(Call {
+                name: get(c.name)?,
+                arguments_json: match c.arguments_json {
+                    Some(s) => Some(get(s)?),
+                    None => None,
+                },
+                result: match c.result {
+                    Some(s) => Some(get(s)?),
+                    None => None,
+                },
+                error: c.error,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let metadata =
+        raw.metadata.iter().map(|&(k, v)| Some((get(k)?, get(v)?))).collect::<Option<Vec<_>>>()?;
+    Some(JsonParts {
+        parts: TraceParts {
+            id: get(raw.id)?,
+            calls,
+            final_answer: get(raw.final_answer)?,
+            metadata,
+        },
+        encoded_len: raw.encoded_len,
+    })
+}
+
+/// Encoded length of a length-delimited field (1-byte key) of `n` bytes; 0 when omitted.
+fn str_len(n: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        present_len(n)
+    }
+}
+
+/// Encoded length of a length-delimited field (1-byte key) that is always written.
+fn present_len(n: usize) -> usize {
+    1 + varint_len(n as u64) + n
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// High bit set in each byte of `w` that is `"`, `\` or a control character (below 0x20). Only
+/// the lowest flagged byte is exact (a borrow can flag a byte above a true match); that is the
+/// only one read.
+#[inline]
+fn special(w: u64) -> u64 {
+    let q = w ^ (ONES * u64::from(b'"'));
+    let s = w ^ (ONES * u64::from(b'\\'));
+    let quote = q.wrapping_sub(ONES) & !q;
+    let backslash = s.wrapping_sub(ONES) & !s;
+    let control = w.wrapping_sub(ONES * 0x20) & !w;
+    (quote | backslash | control) & HIGH
+}
+
+#[inline]
+fn is_special(b: u8) -> bool {
+    b == b'"' || b == b'\\' || b < 0x20
+}
+
+const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+
+/// High bit set in exactly the bytes of `w` equal to `c`.
+#[inline]
+fn eq_mask(w: u64, c: u8) -> u64 {
+    let v = w ^ (ONES * u64::from(c));
+    !(((v & LOW7) + LOW7) | v) & HIGH
+}
+
+/// Eight bytes of string content that need no more than dropping backslashes: no control
+/// byte, no quote that ends the string, and every backslash followed inside the word by `"`
+/// or `/` (so no `\\` runs and no escape cut by the word's end). Returns the bytes with the
+/// backslashes removed (low bytes first) and how many remain; `None` for any other word.
+#[inline]
+fn simple_escapes(w: u64) -> Option<(u64, usize)> {
+    let backslash = eq_mask(w, b'\\');
+    let quote = eq_mask(w, b'"');
+    let control = !(((w & LOW7) + ONES * 0x60) | w) & HIGH;
+    if backslash | quote | control == 0 {
+        return Some((w, 8));
+    }
+    let after = backslash << 8;
+    let last_byte = 0x80 << 56;
+    if control != 0
+        || backslash & last_byte != 0
+        || quote & !after != 0
+        || after & !(quote | eq_mask(w, b'/')) != 0
+    {
+        return None;
+    }
+    let mut out = w;
+    let mut removed = 0;
+    let mut bits = backslash;
+    while bits != 0 {
+        // Byte index in `out` of the next backslash (bytes before it already removed).
+        let p = bits.trailing_zeros() / 8 - removed;
+        let below = (1u64 << (8 * p)) - 1;
+        out = (out & below) | ((out >> 8) & !below);
+        removed += 1;
+        bits &= bits - 1;
+    }
+    Some((out, 8 - removed as usize))
+}
+
+/// Index of the first `"`, `\` or control byte at or after `i`.
+#[inline]
+fn find_special(b: &[u8], mut i: usize) -> Option<usize> {
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let m = special(u64::from_le_bytes(word));
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)?.iter().position(|&c| is_special(c)).map(|k| i + k)
+}
+
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let digits = b.get(at..at + 4)?;
+    let mut v = 0u32;
+    for &d in digits {
+        v = v * 16 + char::from(d).to_digit(16)?;
+    }
+    Some(v)
+}
+
+/// A uint64 as `serde_json` + pbjson's `NumberDeserialize` read it from digits alone.
+fn digits_u64(d: &[u8]) -> Option<u64> {
+    if d.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in d {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(v)
+}
+
+/// One escape whose letter is at `at` (after the backslash), written to `buf` at `w`; returns
+/// the indexes after it in `b` and `buf`. `None` for what serde decides: unknown escapes, bad hex, lone surrogates.
+#[inline]
+fn unescape(b: &[u8], mut at: usize, buf: &mut [u8], w: usize) -> Option<(usize, usize)> {
+    let e = *b.get(at)?;
+    at += 1;
+    // `\"` first, and no jump table: embedded JSON makes it nearly every escape.
+    if e == b'"' || e == b'\\' || e == b'/' {
+        *buf.get_mut(w)? = e;
+        return Some((at, w + 1));
+    }
+    if e != b'u' {
+        *buf.get_mut(w)? = match e {
+            b'b' => 0x08,
+            b'f' => 0x0C,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            _ => return None,
+        };
+        return Some((at, w + 1));
+    }
+    let hi = hex4(b, at)?;
+    at += 4;
+    let code = if (0xD800..0xDC00).contains(&hi) {
+        if b.get(at..at + 2) != Some(b"\\u") {
+            return None;
+        }
+        let lo = hex4(b, at + 2)?;
+        if !(0xDC00..0xE000).contains(&lo) {
+            return None;
+        }
+        at += 6;
+        0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+    } else {
+        hi
+    };
+    // A lone low surrogate is not a char.
+    let ch = char::from_u32(code)?;
+    let n = ch.len_utf8();
+    ch.encode_utf8(buf.get_mut(w..w + n)?);
+    Some((at, w + n))
+}
+
+struct Scanner<'s> {
+    b: &'s [u8],
+    i: usize,
+    /// Unescaped strings: sized to the line at the first escape, filled up to `w`.
+    buf: &'s mut Vec<u8>,
+    w: usize,
+}
+
+// Field bits of the `seen` masks: a key met twice leaves the line to serde (pbjson reports a
+// duplicate field, or accepts a repeat after `null`; either way its own answer).
+const ID: u8 = 1;
+const CALLS: u8 = 2;
+const FINAL_ANSWER: u8 = 4;
+const METADATA: u8 = 8;
+const NAME: u8 = 1;
+const ARGUMENTS: u8 = 2;
+const RESULT: u8 = 4;
+const ERROR: u8 = 8;
+const CALL_ID: u8 = 16;
+const START: u8 = 32;
+const END: u8 = 64;
+
+impl Scanner<'_> {
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    /// Skips whitespace and then `c` if it is next.
+    #[inline]
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        if self.b.get(self.i) == Some(&c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    #[inline]
+    fn expect(&mut self, c: u8) -> Option<()> {
+        self.eat(c).then_some(())
+    }
+
+    /// After a member: `true` for `,`, `false` for the closing `close`.
+    #[inline]
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        if c == b',' {
+            Some(true)
+        } else if c == close {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// `"key":` with no escape in the key.
+    #[inline]
+    fn key(&mut self) -> Option<&[u8]> {
+        self.expect(b'"')?;
+        let start = self.i;
+        let end = find_special(self.b, start)?;
+        if self.b[end] != b'"' {
+            return None;
+        }
+        self.i = end + 1;
+        self.expect(b':')?;
+        self.ws();
+        Some(&self.b[start..end])
+    }
+
+    fn literal(&mut self, word: &[u8]) -> bool {
+        if self.b.get(self.i..self.i + word.len()) == Some(word) {
+            self.i += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A string value at the cursor.
+    #[inline]
+    fn string(&mut self) -> Option<Span> {
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        let start = self.i + 1;
+        let end = find_special(self.b, start)?;
+        match self.b[end] {
+            b'"' => {
+                self.i = end + 1;
+                Some(Span { start, end, owned: false })
+            }
+            b'\\' => self.escaped(start, end),
+            _ => None,
+        }
+    }
+
+    /// A string value or `null` (the optional strings) into `out`.
+    fn optional_string(&mut self, out: &mut Option<Span>) -> Option<()> {
+        *out = if self.literal(b"null") { None } else { Some(self.string()?) };
+        Some(())
+    }
+
+    /// The rest of a string with escapes, from `start` (its first byte) with the first `\` at
+    /// `at`: unescaped into `buf` at the cursor `w`. Argument text is escape-dense (every quote
+    /// of the embedded JSON), so plain bytes are copied a word at a time into a buffer sized
+    /// once (unescaped text is never longer than its escaped form), the cursor moving only past
+    /// the bytes before the next special one: no search, growth or variable copy per escape.
+    fn escaped(&mut self, start: usize, mut at: usize) -> Option<Span> {
+        let line = self.b;
+        let buf = &mut *self.buf;
+        if buf.is_empty() {
+            buf.resize(line.len(), 0);
+        }
+        let out = self.w;
+        let mut end = out + (at - start);
+        buf.get_mut(out..end)?.copy_from_slice(&line[start..at]);
+        loop {
+            // line[at] is special: a backslash starts an escape, a quote ends the string.
+            let byte = line[at];
+            if byte == b'\\' {
+                (at, end) = unescape(line, at + 1, buf, end)?;
+            } else if byte == b'"' {
+                self.i = at + 1;
+                self.w = end;
+                return Some(Span { start: out, end, owned: true });
+            } else {
+                return None;
+            }
+            loop {
+                if let Some(chunk) = line.get(at..at + 8) {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(chunk);
+                    let w = u64::from_le_bytes(word);
+                    if let Some((compact, kept)) = simple_escapes(w) {
+                        buf.get_mut(end..end + 8)?.copy_from_slice(&compact.to_le_bytes());
+                        at += 8;
+                        end += kept;
+                        continue;
+                    }
+                    buf.get_mut(end..end + 8)?.copy_from_slice(&word);
+                    let m = special(w);
+                    let k = (m.trailing_zeros() / 8) as usize;
+                    at += k;
+                    end += k;
+                    break;
+                }
+                let byte = *line.get(at)?;
+                if is_special(byte) {
+                    break;
+                }
+                *buf.get_mut(end)? = byte;
+                at += 1;
+                end += 1;
+            }
+        }
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        if self.literal(b"true") {
+            Some(true)
+        } else if self.literal(b"false") {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// A uint64 time: a JSON integer (no sign, no leading zero, no fraction or exponent) or a
+    /// string of ASCII digits, within u64.
+    fn uint64(&mut self) -> Option<u64> {
+        match *self.b.get(self.i)? {
+            b'"' => {
+                let s = self.string()?;
+                if s.owned {
+                    return None;
+                }
+                digits_u64(&self.b[s.start..s.end])
+            }
+            b'0'..=b'9' => {
+                let start = self.i;
+                while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+                    self.i += 1;
+                }
+                let d = &self.b[start..self.i];
+                if d.len() > 1 && d[0] == b'0' {
+                    return None;
+                }
+                if let Some(b'.' | b'e' | b'E') = self.b.get(self.i) {
+                    return None;
+                }
+                digits_u64(d)
+            }
+            _ => None,
+        }
+    }
+
+    fn trace(mut self) -> Option<RawTrace> {
+        let mut t = RawTrace::default();
+        self.expect(b'{')?;
+        let mut seen = 0u8;
+        if !self.eat(b'}') {
+            loop {
+                let bit = match self.key()? {
+                    b"id" => ID,
+                    b"calls" => CALLS,
+                    b"final_answer" | b"finalAnswer" => FINAL_ANSWER,
+                    b"metadata" => METADATA,
+                    _ => return None,
+                };
+                if seen & bit != 0 {
+                    return None;
+                }
+                seen |= bit;
+                match bit {
+                    ID => t.id = self.string()?,
+                    CALLS => self.calls(&mut t)?,
+                    FINAL_ANSWER => t.final_answer = self.string()?,
+                    _ => self.metadata(&mut t)?,
+                }
+                if !self.more(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.ws();
+        if self.i != self.b.len() {
+            return None;
+        }
+        t.encoded_len += str_len(t.id.len()) + str_len(t.final_answer.len());
+        t.owned_len = self.w;
+        Some(t)
+    }
+
+    fn calls(&mut self, t: &mut RawTrace) -> Option<()> {
+        self.expect(b'[')?;
+        if self.eat(b']') {
+            return Some(());
+        }
+        t.calls.reserve(16);
+        loop {
+            let (call, len) = self.call()?;
+            t.calls.push(call);
+            t.encoded_len += present_len(len);
+            if !self.more(b']')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// One `ToolCall` object and its encoded length.
+    fn call(&mut self) -> Option<(RawCall, usize)> {
+        let mut c = RawCall::default();
+        let mut len = 0;
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Some((c, len));
+        }
+        let mut seen = 0u8;
+        loop {
+            let bit = match self.key()? {
+                b"name" => NAME,
+                b"arguments_json" | b"argumentsJson" => ARGUMENTS,
+                b"result" => RESULT,
+                b"error" => ERROR,
+                b"id" => CALL_ID,
+                b"start_time_unix_nano" | b"startTimeUnixNano" => START,
+                b"end_time_unix_nano" | b"endTimeUnixNano" => END,
+                _ => return None,
+            };
+            if seen & bit != 0 {
+                return None;
+            }
+            seen |= bit;
+            match bit {
+                NAME => {
+                    c.name = self.string()?;
+                    len += str_len(c.name.len());
+                }
+                ARGUMENTS => {
+                    self.optional_string(&mut c.arguments_json)?;
+                    len += c.arguments_json.map_or(0, |s| present_len(s.len()));
+                }
+                RESULT => {
+                    self.optional_string(&mut c.result)?;
+                    len += c.result.map_or(0, |s| present_len(s.len()));
+                }
+                ERROR => {
+                    c.error = self.bool()?;
+                    len += if c.error { 2 } else { 0 };
+                }
+                CALL_ID => len += str_len(self.string()?.len()),
+                _ => {
+                    let v = self.uint64()?;
+                    len += if v == 0 { 0 } else { 1 + varint_len(v) };
+                }
+            }
+            if !self.more(b'}')? {
+                return Some((c, len));
+            }
+        }
+    }
+
+    fn metadata(&mut self, t: &mut RawTrace) -> Option<()> {
+        self.expect(b'{')?;
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let k = self.string()?;
+            self.expect(b':')?;
+            self.ws();
+            let v = self.string()?;
+            let entry = str_len(k.len()) + str_len(v.len());
+            t.encoded_len += present_len(entry);
+            t.metadata.push((k, v));
+            if !self.more(b'}')? {
+                return Some(());
+            }
+        }
+    }
+}
+
+/// Random native trace lines for the differential tests (here and in batch.rs): valid lines in
+/// every form the mapping allows, and the same lines with one defect or oddity each.
+#[cfg(test)]
+pub(crate) mod generate {
+    use std::fmt::Write as _;
+
+    /// splitmix64: deterministic, no dependency.
+    pub struct Rng(pub u64);
+
+    impl Rng {
+        pub fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        pub fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        /// True with probability `percent`%.
+        pub fn chance(&mut self, percent: usize) -> bool {
+            self.below(100) < percent
+        }
+
+        pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+            items[self.below(items.len())]
+        }
+    }
+
+    const CHARS: &[char] = &[
+        'a', 'b', 'z', 'A', '0', '9', ' ', '"', '\\', '/', '\n', '\t', '\r', '\u{8}', '\u{c}',
+        '\u{0}', '\u{1f}', '\u{7f}', 'é', 'ü', 'Ω', '€', '中', '\u{2028}', '\u{fffd}', '😀', '𝄞',
+        '{', '}', '[', ']', ':', ',',
+    ];
+
+    /// Random text; `json` makes it a short JSON document sometimes (argument-like).
+    pub fn text(rng: &mut Rng, json: bool) -> String {
+        if json && rng.chance(50) {
+            let mut s = String::from("{\"order\": {\"id\": \"ord-");
+            let _ = write!(
+                s,
+                "{}\", \"name\": \"Zoë\"}}, \"amount\": {}}}",
+                rng.below(1000),
+                rng.below(10)
+            );
+            return s;
+        }
+        let n = rng.pick(&[0usize, 1, 2, 5, 12, 40, 300]);
+        (0..n).map(|_| if rng.chance(70) { 'x' } else { rng.pick(CHARS) }).collect()
+    }
+
+    /// `s` as a JSON string literal, escapes chosen at random among the equivalent forms.
+    pub fn quote(rng: &mut Rng, s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            let forced = c == '"' || c == '\\' || (c as u32) < 0x20;
+            if !forced && !rng.chance(10) {
+                out.push(c);
+                continue;
+            }
+            match c {
+                '"' if rng.chance(80) => out.push_str("\\\""),
+                '\\' if rng.chance(80) => out.push_str("\\\\"),
+                '/' => out.push_str("\\/"),
+                '\n' if rng.chance(70) => out.push_str("\\n"),
+                '\t' if rng.chance(70) => out.push_str("\\t"),
+                '\r' if rng.chance(70) => out.push_str("\\r"),
+                '\u{8}' if rng.chance(70) => out.push_str("\\b"),
+                '\u{c}' if rng.chance(70) => out.push_str("\\f"),
+                _ => {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        if rng.chance(50) {
+                            let _ = write!(out, "\\u{u:04x}");
+                        } else {
+                            let _ = write!(out, "\\u{u:04X}");
+                        }
+                    }
+                }
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    fn quoted_text(rng: &mut Rng, json: bool) -> String {
+        let t = text(rng, json);
+        quote(rng, &t)
+    }
+
+    fn ws(rng: &mut Rng) -> &'static str {
+        if rng.chance(80) {
+            ""
+        } else {
+            rng.pick(&[" ", "\n", "\t", "\r\n", "  "])
+        }
+    }
+
+    fn key(rng: &mut Rng, proto: &str, camel: &str) -> String {
+        format!("\"{}\"", if rng.chance(50) { proto } else { camel })
+    }
+
+    fn time(rng: &mut Rng) -> String {
+        let v = rng.pick(&[0u64, 1, 42, 1_700_000_000_000_000_000, u64::MAX]);
+        match rng.below(3) {
+            0 => v.to_string(),
+            1 => format!("\"{v}\""),
+            _ => format!("\"{}{v}\"", "0".repeat(rng.below(3))),
+        }
+    }
+
+    fn object(rng: &mut Rng, mut members: Vec<String>) -> String {
+        // Any order (a map in JSON).
+        for i in (1..members.len()).rev() {
+            members.swap(i, rng.below(i + 1));
+        }
+        let mut s = String::from("{");
+        s.push_str(ws(rng));
+        for (i, m) in members.iter().enumerate() {
+            if i > 0 {
+                s.push_str(ws(rng));
+                s.push(',');
+                s.push_str(ws(rng));
+            }
+            s.push_str(m);
+        }
+        s.push_str(ws(rng));
+        s.push('}');
+        s
+    }
+
+    fn member(rng: &mut Rng, key: &str, value: &str) -> String {
+        format!("{key}{}:{}{value}", ws(rng), ws(rng))
+    }
+
+    fn call(rng: &mut Rng) -> String {
+        let mut m = Vec::new();
+        if rng.chance(90) {
+            let v = quoted_text(rng, false);
+            m.push(member(rng, "\"name\"", &v));
+        }
+        for (proto, camel) in [("arguments_json", "argumentsJson"), ("result", "result")] {
+            if rng.chance(80) {
+                let k = key(rng, proto, camel);
+                let v = if rng.chance(15) { "null".to_owned() } else { quoted_text(rng, true) };
+                m.push(member(rng, &k, &v));
+            }
+        }
+        if rng.chance(40) {
+            let v = if rng.chance(50) { "true" } else { "false" };
+            m.push(member(rng, "\"error\"", v));
+        }
+        if rng.chance(30) {
+            let v = quoted_text(rng, false);
+            m.push(member(rng, "\"id\"", &v));
+        }
+        for (proto, camel) in [
+            ("start_time_unix_nano", "startTimeUnixNano"),
+            ("end_time_unix_nano", "endTimeUnixNano"),
+        ] {
+            if rng.chance(30) {
+                let k = key(rng, proto, camel);
+                let v = time(rng);
+                m.push(member(rng, &k, &v));
+            }
+        }
+        object(rng, m)
+    }
+
+    /// A valid line.
+    pub fn line(rng: &mut Rng) -> String {
+        let mut m = Vec::new();
+        if rng.chance(90) {
+            let id = format!("t{}", rng.below(100));
+            let v = quote(rng, &id);
+            m.push(member(rng, "\"id\"", &v));
+        }
+        if rng.chance(90) {
+            let n = rng.pick(&[0usize, 1, 2, 3, 8]);
+            let calls: Vec<String> = (0..n).map(|_| call(rng)).collect();
+            let sep = format!("{},{}", ws(rng), ws(rng));
+            m.push(member(rng, "\"calls\"", &format!("[{}]", calls.join(&sep))));
+        }
+        if rng.chance(70) {
+            let k = key(rng, "final_answer", "finalAnswer");
+            let v = quoted_text(rng, false);
+            m.push(member(rng, &k, &v));
+        }
+        if rng.chance(40) {
+            let n = rng.below(4);
+            let entries: Vec<String> = (0..n)
+                .map(|_| {
+                    let k = rng.pick(&["env", "region", "", "é", "a\"b"]);
+                    let k = quote(rng, k);
+                    let v = quoted_text(rng, false);
+                    member(rng, &k, &v)
+                })
+                .collect();
+            let map = object(rng, entries);
+            m.push(member(rng, "\"metadata\"", &map));
+        }
+        let mut s = format!("{}{}{}", ws(rng), object(rng, m), ws(rng));
+        if rng.chance(50) {
+            s.push('\n');
+        }
+        s
+    }
+
+    const ODD_INSERTS: &[&str] = &[
+        ",\"unknown\":1",
+        ",\"id\":\"again\"",
+        ",\"final_answer\":\"a\",\"finalAnswer\":\"b\"",
+        ",\"i\\u0064\":\"x\"",
+        ",\"metadata\":{\"k\":\"v\",\"k\":\"w\"}",
+        ",\"metadata\":{\"k\":null}",
+        ",\"metadata\":{\"k\":1}",
+        ",\"metadata\":null",
+        ",\"calls\":null",
+        ",\"calls\":[null]",
+        ",\"calls\":[{\"name\":\"a\",\"arguments_json\":null,\"arguments_json\":\"{}\"}]",
+        ",\"calls\":[{\"name\":\"a\",\"argumentsJson\":\"{}\",\"arguments_json\":\"{}\"}]",
+        ",\"calls\":[{\"error\":1}]",
+        ",\"calls\":[{\"error\":null}]",
+        ",\"calls\":[{\"error\":\"true\"}]",
+        ",\"calls\":[{\"name\":null}]",
+        ",\"calls\":[{\"id\":null}]",
+        ",\"calls\":[{\"start_time_unix_nano\":null}]",
+        ",\"calls\":[{\"start_time_unix_nano\":-1}]",
+        ",\"calls\":[{\"start_time_unix_nano\":-0}]",
+        ",\"calls\":[{\"start_time_unix_nano\":1.0}]",
+        ",\"calls\":[{\"start_time_unix_nano\":1e3}]",
+        ",\"calls\":[{\"start_time_unix_nano\":01}]",
+        ",\"calls\":[{\"start_time_unix_nano\":18446744073709551616}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"18446744073709551616\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"+5\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"-5\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\" 5\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"5\\u0030\"}]",
+        ",\"calls\":[{\"start_time_unix_nano\":\"1.0\"}]",
+        ",\"calls\":[{\"end_time_unix_nano\":true}]",
+        ",\"calls\":[{\"nam\":\"a\"}]",
+        ",\"calls\":[{\"name\":\"a\",}]",
+        ",\"calls\":[{\"name\":\"a\"},]",
+        ",\"calls\":[{\"name\":\"\\ud800\"}]",
+        ",\"calls\":[{\"name\":\"\\udc00\"}]",
+        ",\"calls\":[{\"name\":\"\\ud800\\u0041\"}]",
+        ",\"calls\":[{\"name\":\"\\ud800x\"}]",
+        ",\"calls\":[{\"name\":\"\\ud83d\\ude00\"}]",
+        ",\"calls\":[{\"name\":\"\\x\"}]",
+        ",\"calls\":[{\"name\":\"\\u12\"}]",
+        ",\"calls\":[{\"name\":\"\\u12G4\"}]",
+        ",\"calls\":[{\"name\":\"a\tb\"}]",
+        ",\"calls\":[{\"name\":\"a\u{1}b\"}]",
+        ",\"calls\":[{\"name\":\"a\u{7f}b\"}]",
+        ",\"calls\":[{\"result\":{}}]",
+        ",\"calls\":{}",
+        ",\"id\":7",
+        ",\"final_answer\":null",
+        ",\"id\":\"\\u0000\"",
+        ",\"metadata\":{\"k\\u00e9\":\"v\\n\"}",
+        ",\"metadata\":{,}",
+        ",}",
+        ",",
+    ];
+
+    /// A valid line with one oddity: an inserted member, a cut, a changed byte, trailing data.
+    pub fn odd_line(rng: &mut Rng) -> Vec<u8> {
+        let base = line(rng).trim_end().to_owned();
+        let mut b = base.into_bytes();
+        match rng.below(6) {
+            0 | 1 => {
+                // Insert after the opening brace (as the first member) or before the closing one.
+                let insert = rng.pick(ODD_INSERTS).as_bytes();
+                let close = b.iter().rposition(|&c| c == b'}').unwrap_or(0);
+                let empty = b[..close].iter().filter(|c| !c.is_ascii_whitespace()).count() == 1;
+                let mut tail = b.split_off(close);
+                b.extend_from_slice(if empty { &insert[1..] } else { insert });
+                b.append(&mut tail);
+            }
+            2 => {
+                let at = rng.below(b.len() + 1);
+                b.truncate(at);
+            }
+            3 => {
+                if !b.is_empty() {
+                    let at = rng.below(b.len());
+                    b[at] =
+                        rng.pick(&[0xFF, 0xC3, 0x80, b'"', b'\\', b'{', b'}', b',', b'0', 0x01]);
+                }
+            }
+            4 => b.extend_from_slice(rng.pick(&[&b"x"[..], b"{}", b" \x0c", b",", b"\n\n \t"])),
+            _ => {
+                b = rng
+                    .pick(&[
+                        &b"null"[..],
+                        b"[]",
+                        b"{}",
+                        b" { } ",
+                        b"",
+                        b"\xEF\xBB\xBF{}",
+                        b"\"x\"",
+                        b"[{\"id\":\"x\"}]",
+                    ])
+                    .to_vec();
+            }
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use prost::Message;
+
+    use super::decode;
+    use super::generate::{self, Rng};
+    use crate::proto::v1::Trace;
+
+    /// The fast decoder agrees with `serde_json` + pbjson: whatever it decodes, serde decodes to
+    /// the same trace. Returns whether the fast path decoded the line.
+    fn agrees(line: &[u8]) -> bool {
+        let mut buf = Vec::new();
+        let Some(fast) = decode(line, &mut buf) else {
+            return false;
+        };
+        let shown = String::from_utf8_lossy(line);
+        let t: Trace = match serde_json::from_slice(line) {
+            Ok(t) => t,
+            Err(e) => panic!("the fast path accepts what serde rejects ({e}): {shown}"),
+        };
+        let p = &fast.parts;
+        assert_eq!((p.id, p.final_answer), (t.id.as_str(), t.final_answer.as_str()), "{shown}");
+        assert_eq!(p.calls.len(), t.calls.len(), "{shown}");
+        for (a, b) in p.calls.iter().zip(&t.calls) {
+            assert_eq!(
+                (a.name, a.arguments_json, a.result, a.error),
+                (b.name.as_str(), b.arguments_json.as_deref(), b.result.as_deref(), b.error),
+                "{shown}"
+            );
+        }
+        let meta: HashMap<&str, &str> = p.metadata.iter().copied().collect();
+        let expected: HashMap<&str, &str> =
+            t.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(meta, expected, "{shown}");
+        if meta.len() == p.metadata.len() {
+            assert_eq!(fast.encoded_len, t.encoded_len(), "{shown}");
+        } else {
+            assert!(fast.encoded_len >= t.encoded_len(), "{shown}");
+        }
+        true
+    }
+
+    #[test]
+    fn valid_lines_decode_as_serde_does() {
+        let mut rng = Rng(7);
+        for _ in 0..20_000 {
+            let line = generate::line(&mut rng);
+            assert!(agrees(line.as_bytes()), "not decoded by the fast path: {line}");
+        }
+    }
+
+    #[test]
+    fn odd_lines_never_decode_differently() {
+        let mut rng = Rng(11);
+        let mut fast = 0;
+        for _ in 0..60_000 {
+            if agrees(&generate::odd_line(&mut rng)) {
+                fast += 1;
+            }
+        }
+        // Some oddities are valid (metadata duplicates, escapes, trailing whitespace).
+        assert!(fast > 1_000, "{fast}");
+    }
+
+    #[test]
+    fn simple_escapes_matches_a_byte_loop() {
+        let mut rng = Rng(5);
+        let alphabet = [b'\\', b'"', b'/', b'a', b'n', 0x01, 0x1F, 0x20, 0x7F, 0xC3, 0xA9, 0xFF];
+        for _ in 0..200_000 {
+            let bytes: [u8; 8] = std::array::from_fn(|_| rng.pick(&alphabet));
+            // The byte loop: drop each backslash followed by `"` or `/`; anything else is None.
+            let mut kept = Vec::new();
+            let mut ok = true;
+            let mut k = 0;
+            while k < 8 {
+                match bytes[k] {
+                    b'\\' if k < 7 && matches!(bytes[k + 1], b'"' | b'/') => {
+                        kept.push(bytes[k + 1]);
+                        k += 2;
+                    }
+                    b'\\' | b'"' | 0x00..=0x1F => {
+                        ok = false;
+                        break;
+                    }
+                    c => {
+                        kept.push(c);
+                        k += 1;
+                    }
+                }
+            }
+            let got = super::simple_escapes(u64::from_le_bytes(bytes));
+            match got {
+                Some((w, n)) => {
+                    assert!(ok, "{bytes:?}");
+                    assert_eq!(&w.to_le_bytes()[..n], kept.as_slice(), "{bytes:?}");
+                }
+                None => assert!(!ok, "{bytes:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn known_cases() {
+        let decoded: &[&[u8]] = &[
+            b"{}",
+            b" {\"id\":\"\"} \r\n",
+            br#"{"calls":[{}],"metadata":{}}"#,
+            br#"{"calls":[{"argumentsJson":null,"result":"","startTimeUnixNano":"007"}]}"#,
+            br#"{"id":"\ud83d\ude00\u00e9\/","metadata":{"k":"1","k":"2"}}"#,
+            br#"{"calls":[{"end_time_unix_nano":18446744073709551615,"error":false}]}"#,
+        ];
+        for line in decoded {
+            assert!(agrees(line), "{}", String::from_utf8_lossy(line));
+        }
+        let left_to_serde: &[&[u8]] = &[
+            b"",
+            b"null",
+            b"{\"id\":\"x\"}x",
+            br#"{"id":"x","id":"y"}"#,
+            br#"{"i\u0064":"x"}"#,
+            br#"{"calls":[{"name":"\ud800"}]}"#,
+            br#"{"calls":[{"start_time_unix_nano":-1}]}"#,
+            br#"{"calls":[{"start_time_unix_nano":"+1"}]}"#,
+            br#"{"calls":[{"start_time_unix_nano":18446744073709551616}]}"#,
+            b"{\"id\":\"\xff\"}",
+            b"{\"id\":\"a\x01\"}",
+        ];
+        for line in left_to_serde {
+            let mut buf = Vec::new();
+            assert!(decode(line, &mut buf).is_none(), "{}", String::from_utf8_lossy(line));
+        }
+    }
+}
