@@ -141,5 +141,12 @@ class Grader:
         """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
     def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
         """As `grade_json_traces`, but each output is the regrade JSONL row, newline included."""
+    def grade_arrow_traces_to_json(
+        self,
+        suite: CompiledSuite,
+        rows: int,
+        columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+    ) -> list[bytes]:
+        """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
     def decode_only(self, traces: list[bytes]) -> int:
         """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import cast
 
 from trajgrade import _core
+from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.output import ERROR_MARKER, failure_row, jsonl_line, outcome_row
 from trajgrade.regrade.source import Chunk, ReadFailure
 from trajgrade.regrade.tracejson import TraceJsonError, peek_trace_id, trace_bytes
@@ -18,7 +19,8 @@ class LocalBackend:
     """Grades each chunk on the grader's own thread pool.
 
     Native JSONL chunks (raw_lines) go to the core undecoded (grade_json_traces_to_json): the
-    core decodes the lines and writes each JSONL row in parallel; other chunks are serialized
+    core decodes the lines and writes each JSONL row in parallel; Parquet chunks with Arrow
+    buffers (arrowcols) are read by the core from those buffers; other chunks are serialized
     Traces for CompiledSuite.grade_batch.
     """
 
@@ -32,6 +34,13 @@ class LocalBackend:
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         """Each chunk with its outcomes (or, for raw lines, its rows) filled in, in order."""
         for chunk in chunks:
+            if chunk.arrow_columns is not None:
+                chunk.rows = self._grader.grade_arrow_traces_to_json(
+                    self._suite, chunk.batch.num_rows, chunk.arrow_columns
+                )
+                self._fix_errors(chunk, chunk.rows)
+                yield chunk
+                continue
             if chunk.raw_lines:
                 # Raw chunks hold only lines (source.read_chunks): no per-item filtering.
                 lines = cast("list[bytes]", chunk.items)
@@ -52,6 +61,10 @@ class LocalBackend:
         # One search over the whole chunk (a copy and a scan) instead of one per row.
         if ERROR_MARKER not in b"".join(rows):
             return
+        if chunk.batch is not None:  # Arrow rows: their JSON lines, as the other path reads
+            lines = json_lines(chunk.batch)
+            assert lines is not None  # arrowcols takes a subset of arrowjson's layouts
+            chunk.items = list(lines)
         for i, row in enumerate(rows):
             if ERROR_MARKER not in row:
                 continue

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trajgrade.regrade import arrowcols
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.tracejson import (
     TraceJsonError,
@@ -70,6 +71,10 @@ class Chunk:
     line_nos: list[int] = field(default_factory=list)
     unit: str = "line"
     rows: list[bytes] | None = None
+    # Parquet rows the core grades from their Arrow buffers (arrowcols): the record batch;
+    # items are then b"" placeholders until an error row needs its line (arrowjson).
+    batch: Any = None
+    arrow_columns: dict[str, arrowcols.Buffers] | None = None
 
     def where(self, i: int) -> str:
         """The error `field` of raw item i: `file:line N` / `file:row N` (or `file:trace N`
@@ -222,8 +227,9 @@ def _batches(
 
 def _parquet(
     file: InputFile, offset: int, chunk_size: int, raw_lines: bool = False
-) -> Iterator[tuple[list[bytes | ReadFailure], int, int, bool]]:
-    """(items, end row, bytes read, raw) per chunk of a Parquet file with one row per trace."""
+) -> Iterator[tuple[list[bytes | ReadFailure], int, int, Any]]:
+    """(items, end row, bytes read, raw) per chunk of a Parquet file with one row per trace;
+    raw is True for JSON lines, (batch, its arrowcols buffers) for Arrow rows, else False."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
@@ -249,6 +255,11 @@ def _parquet(
         part = batch.slice(skip)
         row += skip
         items: list[bytes | ReadFailure] = []
+        buffers = arrowcols.columns(part) if raw_lines and not binary else None
+        if buffers is not None:
+            row += part.num_rows
+            yield [b""] * part.num_rows, row, int(part.num_rows * per_row), (part, buffers)
+            continue
         lines = json_lines(part) if raw_lines and not binary else None
         if lines is not None:
             row += part.num_rows
@@ -328,8 +339,10 @@ def read_chunks(
             for items, end, read, raw in _parquet(file, offset, chunk_size, raw_lines):
                 traces += len(items)
                 chunk = Chunk(items, Position(index, end, traces), read)
-                if raw:
+                if raw is not False:
                     chunk.raw_lines, chunk.source, chunk.unit = True, name, "row"
+                    if raw is not True:
+                        chunk.batch, chunk.arrow_columns = raw
                     chunk.line_nos = list(range(row + 1, end + 1))
                 row = end
                 yield chunk

@@ -7,6 +7,7 @@ use lru::LruCache;
 use prost::Message;
 use rayon::prelude::*;
 
+use crate::arrow_cols::ArrowTraces;
 use crate::error::CoreError;
 use crate::limits::Limits;
 use crate::proto::v1::{
@@ -321,6 +322,66 @@ impl Grader {
                 })
                 .collect()
         })
+    }
+
+    /// As [`Grader::grade_json_traces_to_json`] for the rows of Arrow columns (validated by
+    /// [`ArrowTraces::new`]): the same row bytes as for the JSON lines of the same traces,
+    /// limit errors included (field `lines[i]...`, `i` the row in the batch).
+    pub fn grade_arrow_traces_to_json(
+        &self,
+        suite: &CompiledSuite,
+        traces: &ArrowTraces<'_>,
+    ) -> Vec<Vec<u8>> {
+        self.pool.install(|| {
+            (0..traces.rows())
+                .into_par_iter()
+                .map(|i| {
+                    let graded =
+                        catch_unwind(AssertUnwindSafe(|| self.grade_arrow_row(suite, traces, i)));
+                    let graded = graded.unwrap_or_else(|_| {
+                        Err(ItemError {
+                            trace_id: traces.id(i).to_owned(),
+                            reason_code: "INTERNAL".to_owned(),
+                            field: format!("lines[{i}]"),
+                            message: "internal error".to_owned(),
+                        })
+                    });
+                    match graded {
+                        Ok(r) => crate::rows::result_row(&r),
+                        Err(e) => crate::rows::error_row(suite.id(), &e),
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// One Arrow row checked as `grade_json_line` checks a line: borrowed parts when the encoded
+    /// size is within the limit, else the decoded `Trace` and its exact size.
+    fn grade_arrow_row(
+        &self,
+        suite: &CompiledSuite,
+        traces: &ArrowTraces<'_>,
+        i: usize,
+    ) -> Result<crate::proto::v1::GradeResult, ItemError> {
+        let to_item = |id: String, e: CoreError| ItemError {
+            trace_id: id,
+            reason_code: e.reason_code().to_owned(),
+            field: e.field().to_owned(),
+            message: e.message(),
+        };
+        let field = format!("lines[{i}]");
+        let (parts, encoded_len) = traces.parts(i);
+        if encoded_len <= self.limits.max_trace_bytes {
+            return match check_parts(&parts, &self.limits, &field) {
+                Ok(()) => Ok(suite.grade_view(&TraceView::from_parts(parts, &self.limits))),
+                Err(e) => Err(to_item(parts.id.to_owned(), e)),
+            };
+        }
+        let trace = traces.trace(i);
+        match check_trace(&trace, &self.limits, &field) {
+            Ok(()) => Ok(suite.grade_view(&TraceView::new(&trace, &self.limits))),
+            Err(e) => Err(to_item(trace.id, e)),
+        }
     }
 
     /// Decodes one JSON line, checks it against the limits and grades it with `grade`; an

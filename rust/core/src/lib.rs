@@ -15,6 +15,7 @@ pub mod expr;
 pub mod regex_js;
 
 pub mod args;
+pub mod arrow_cols;
 pub mod assertions;
 pub mod batch;
 pub mod error;

@@ -1,10 +1,13 @@
 //! `Grader`, `CompiledSuite` and `Limits`: frozen wrappers over the core; bytes in, bytes out.
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use prost::Message;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
+use trajgrade_core::arrow_cols::{ArrowTraces, RawArray, RawTraces};
 use trajgrade_core::proto::v1::Trace;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
@@ -169,6 +172,37 @@ impl PyCompiledSuite {
     }
 }
 
+/// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.
+type ColumnBuffers =
+    (usize, usize, Option<PyBackedBytes>, Option<PyBackedBytes>, Option<PyBackedBytes>, bool);
+
+const ARROW_COLUMNS: [&str; 13] = [
+    "id",
+    "final_answer",
+    "calls",
+    "calls.name",
+    "calls.arguments_json",
+    "calls.result",
+    "calls.error",
+    "calls.id",
+    "calls.start_time_unix_nano",
+    "calls.end_time_unix_nano",
+    "metadata",
+    "metadata.key",
+    "metadata.value",
+];
+
+fn raw_array(c: &ColumnBuffers) -> RawArray<'_> {
+    RawArray {
+        len: c.0,
+        offset: c.1,
+        validity: c.2.as_deref(),
+        offsets: c.3.as_deref(),
+        large: c.5,
+        values: c.4.as_deref(),
+    }
+}
+
 /// Limits, a dedicated thread pool and the compiled-suite cache; shared by every thread.
 #[pyclass(frozen, name = "Grader", module = "trajgrade._core")]
 pub struct PyGrader {
@@ -306,6 +340,48 @@ impl PyGrader {
         lines: Vec<PyBackedBytes>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         self.per_suite(py, suite, lines, Grader::grade_json_traces_to_json)
+    }
+
+    /// Rows of one Arrow record batch in the native trace schema → regrade JSONL rows (as
+    /// `grade_json_traces_to_json` writes for the same traces), read from the raw buffers.
+    /// `columns` maps a column name (`id`, `final_answer`, `calls`, `calls.name`, ...,
+    /// `metadata`, `metadata.key`, `metadata.value`) to `(length, offset, validity, offsets,
+    /// values, large_offsets)`; bad buffers raise `ValueError`.
+    fn grade_arrow_traces_to_json<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        rows: usize,
+        columns: HashMap<String, ColumnBuffers>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        if let Some(name) = columns.keys().find(|k| !ARROW_COLUMNS.contains(&k.as_str())) {
+            return Err(PyValueError::new_err(format!(
+                "unknown column {name:?}; expected one of {ARROW_COLUMNS:?}"
+            )));
+        }
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out = run_detached(py, move || {
+            let get = |name: &str| columns.get(name).map(raw_array);
+            let raw = RawTraces {
+                rows,
+                id: get("id"),
+                final_answer: get("final_answer"),
+                calls: get("calls"),
+                call_name: get("calls.name"),
+                call_arguments_json: get("calls.arguments_json"),
+                call_result: get("calls.result"),
+                call_error: get("calls.error"),
+                call_id: get("calls.id"),
+                call_start_time_unix_nano: get("calls.start_time_unix_nano"),
+                call_end_time_unix_nano: get("calls.end_time_unix_nano"),
+                metadata: get("metadata"),
+                metadata_key: get("metadata.key"),
+                metadata_value: get("metadata.value"),
+            };
+            ArrowTraces::new(&raw).map(|t| grader.grade_arrow_traces_to_json(&suite, &t))
+        })?
+        .map_err(PyValueError::new_err)?;
+        Ok(bytes_list(py, &out))
     }
 
     /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)

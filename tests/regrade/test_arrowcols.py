@@ -1,0 +1,164 @@
+"""Parquet rows graded from their Arrow buffers: the same row bytes as arrowjson's JSON lines
+through grade_json_traces_to_json, and a clear ValueError for malformed buffers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from trajgrade import _core
+from trajgrade.importers.parquet import SCHEMA
+from trajgrade.regrade import arrowcols, regrade
+from trajgrade.regrade.arrowjson import json_lines
+from trajgrade.regrade.suite import load_suite
+
+_ROWS: list[dict[str, Any]] = [
+    {
+        "id": 'we"ird\\\u0001é\n',
+        "calls": [
+            {"name": "get_user", "arguments_json": "", "result": None, "error": True,
+             "id": "c1", "start_time_unix_nano": 2**64 - 1, "end_time_unix_nano": None},
+            {"name": None, "arguments_json": '{"q": "\\"ü\\"\\n", "n": [1, 2.5e3]}'},
+            {"name": "search", "arguments_json": "{not json", "result": "ok \U0001f600",
+             "error": None},
+        ],
+        "final_answer": "tab\there",
+        "metadata": [("k\"", "v\\"), ("a", ""), ("k\"", "later")],
+    },
+    {"id": None, "calls": None, "final_answer": None, "metadata": None},
+    {"id": "z", "calls": [], "final_answer": "", "metadata": []},
+    {"id": "日本", "calls": [{"name": "search", "arguments_json": '{"query": "x"}'}] * 3,
+     "final_answer": "done", "metadata": [("env", "prod")]},
+]  # fmt: skip
+
+
+def _large(schema: pa.Schema) -> pa.Schema:
+    """SCHEMA with large_string and large_list everywhere."""
+    call = pa.struct(
+        [
+            pa.field(f.name, pa.large_string() if pa.types.is_string(f.type) else f.type)
+            for f in SCHEMA.field("calls").type.value_type
+        ]
+    )
+    return pa.schema(
+        [
+            ("id", pa.large_string()),
+            ("calls", pa.large_list(call)),
+            ("final_answer", pa.large_string()),
+            ("metadata", pa.map_(pa.large_string(), pa.large_string())),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def graded(workload: dict[str, Path]) -> tuple[_core.Grader, _core.CompiledSuite]:
+    grader = _core.Grader(threads=2)
+    return grader, grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+
+
+def _both(grader: _core.Grader, suite: _core.CompiledSuite, batch: pa.RecordBatch) -> None:
+    lines = json_lines(batch)
+    assert lines is not None
+    expected = grader.grade_json_traces_to_json(suite, lines)
+    got = arrowcols.grade(grader, suite, batch)
+    assert got == expected
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large_string"])
+def test_rows_equal_the_json_path(
+    graded: tuple[_core.Grader, _core.CompiledSuite], schema: pa.Schema, tmp_path: Path
+) -> None:
+    grader, suite = graded
+    batch = pa.RecordBatch.from_pylist(_ROWS, schema=schema)
+    _both(grader, suite, batch)
+    for start in range(1, len(_ROWS)):
+        _both(grader, suite, batch.slice(start))
+        _both(grader, suite, batch.slice(0, start))
+    # Round-tripped through a Parquet file, read back in small batches.
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_batches([batch] * 5), path, row_group_size=7)
+    for read in pq.ParquetFile(path).iter_batches(batch_size=3):
+        _both(grader, suite, read)
+
+
+def test_workload_rows_equal_the_json_path(
+    graded: tuple[_core.Grader, _core.CompiledSuite], workload: dict[str, Path]
+) -> None:
+    grader, suite = graded
+    rows = [json.loads(line) for line in workload["clean"].read_bytes().splitlines()]
+    for row in rows:
+        row["metadata"] = list((row.get("metadata") or {}).items())
+    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+    _both(grader, suite, batch)
+    _both(grader, suite, batch.slice(123, 200))
+
+
+def test_limit_errors_match(workload: dict[str, Path]) -> None:
+    grader = _core.Grader(
+        _core.Limits(max_calls_per_trace=2, max_argument_bytes=20, max_trace_bytes=120)
+    )
+    suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+    rows = [
+        *_ROWS,
+        {"id": "big", "final_answer": "x" * 200},
+        {"id": "dup", "metadata": [("k", "x" * 60), ("k", "x" * 60)]},
+    ]
+    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+    _both(grader, suite, batch)
+    assert sum(b'"error":{' in row for row in arrowcols.grade(grader, suite, batch) or []) >= 3
+
+
+def test_unsupported_layouts_return_none() -> None:
+    assert arrowcols.columns(pa.RecordBatch.from_pylist([{"id": "a", "extra": 1}])) is None
+    assert (
+        arrowcols.columns(pa.RecordBatch.from_pylist([{"id": "a", "metadata": {"k": "v"}}])) is None
+    )
+    negative = pa.RecordBatch.from_pylist([{"calls": [{"name": "a", "start_time_unix_nano": -1}]}])
+    assert arrowcols.columns(negative) is None
+    assert arrowcols.columns(pa.RecordBatch.from_pylist([], schema=SCHEMA)) is None
+
+
+def test_malformed_buffers_raise(graded: tuple[_core.Grader, _core.CompiledSuite]) -> None:
+    grader, suite = graded
+    batch = pa.RecordBatch.from_pylist(_ROWS, schema=SCHEMA)
+    good = arrowcols.columns(batch)
+    assert good is not None
+
+    def bad(name: str, **change: Any) -> str:
+        length, offset, validity, offsets, values, large = good[name]
+        parts = {"length": length, "offset": offset, "validity": validity, "offsets": offsets,
+                 "values": values, "large": large, **change}  # fmt: skip
+        columns = {**good, name: tuple(parts.values())}
+        with pytest.raises(ValueError) as info:
+            grader.grade_arrow_traces_to_json(suite, batch.num_rows, columns)  # type: ignore[arg-type]
+        return str(info.value)
+
+    assert "id: offsets buffer" in bad("id", offsets=b"\0" * 4)
+    assert "id: 2 values, 4 needed" in bad("id", length=2)
+    assert "calls.name: not UTF-8" in bad("calls.name", values=b"\xff" * 100)
+    assert "calls: offset" in bad("calls", offsets=(1000).to_bytes(4, "little") * 5)
+    assert "validity bitmap" in bad("id", validity=b"")
+    assert "offsets decrease" in bad("final_answer", offsets=bytes([9, 0, 0, 0, 1, 0, 0, 0] * 3))
+    assert "values buffer" in bad("calls.start_time_unix_nano", values=b"")
+    with pytest.raises(ValueError, match="unknown column"):
+        grader.grade_arrow_traces_to_json(suite, 1, {"nope": (1, 0, None, None, None, False)})
+
+
+def test_regrade_of_a_parquet_file_uses_the_buffers(
+    tmp_path: Path, workload: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_json(batch: pa.RecordBatch) -> None:
+        raise AssertionError("arrowjson used")
+
+    monkeypatch.setattr("trajgrade.regrade.source.json_lines", no_json)
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist(_ROWS * 10, schema=SCHEMA), path)
+    out = tmp_path / "r.jsonl"
+    summary = regrade([str(path)], workload["suite"], str(out), chunk_size=7)
+    assert summary.traces == 40
+    got = [json.loads(line)["trace_id"] for line in out.read_bytes().splitlines()]
+    assert got == [row["id"] or "" for row in _ROWS] * 10
