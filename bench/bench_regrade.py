@@ -31,7 +31,7 @@ import workloads
 from google.protobuf import json_format
 from trajgrade import _core
 from trajgrade.importers.parquet import SCHEMA
-from trajgrade.regrade import regrade
+from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.output import arrow_table_from_jsonl, jsonl_line, outcome_row
 from trajgrade.regrade.summary import Summary
@@ -123,6 +123,10 @@ def stage_costs(payloads: list[bytes], lines: list[bytes]) -> dict[str, float]:
     for batch in table.to_batches(CHUNK):
         json_lines(batch)
     costs["Parquet rows → JSON lines (Arrow compute)"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for batch in table.to_batches(CHUNK):
+        arrowcols.grade(grader, core_suite, batch)
+    costs["core grade_arrow_traces_to_json (buffers, all threads)"] = time.perf_counter() - started
     return {k: v / len(lines) * 1e6 for k, v in costs.items()}
 
 
