@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,40 +19,10 @@ _PASS = b'","verdict":"VERDICT_PASS"'
 _NO_SOFT = b',"soft_failures":0,'
 _SOFT = re.compile(rb',"soft_failures":(\d+),')
 _RESULT = b'{"name":"'
-_STATUS = b'","status":"ASSERTION_STATUS_'
-_SEVERITY_KEY = b'","severity":"'
-_STATUS_WORD = re.compile(rb"[A-Z_]+")
 _RESULT_NAMED = re.compile(rb'\{"name":"((?:[^"\\]|\\.)*)","status":"[A-Z_]+","severity":"(\w+)"')
 
 # Failing traces kept for the report; bounded so memory stays flat however long the run.
 DEFAULT_FAILURE_SAMPLE = 200
-
-
-def _name_status_counts(data: bytes) -> dict[bytes, int] | None:
-    """Results per `<name as in the row>","status":"ASSERTION_STATUS_<status>` key, in one
-    pass of Arrow compute over the chunk (split at each result, cut at its severity, count).
-
-    None unless pyarrow (an optional dependency) is already loaded, by a Parquet input or
-    output: importing it costs ~65 MiB of RSS, more than this saves a JSONL-only run.
-    """
-    if "pyarrow" not in sys.modules:
-        return None
-    try:
-        import pyarrow as pa  # noqa: PLC0415
-        import pyarrow.compute as pc  # noqa: PLC0415
-    except ImportError:
-        return None
-    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
-    chunk = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)]
-    )
-    # The first piece is what precedes the first result, not a result.
-    results = pc.split_pattern(chunk, _RESULT).flatten()[1:]
-    keys = pc.list_element(pc.split_pattern(results, _SEVERITY_KEY, max_splits=1), 0)
-    counted = pc.value_counts(keys)
-    return dict(
-        zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True)
-    )
 
 
 @dataclass
@@ -183,14 +152,16 @@ class Summary:
     def _count_names(self, data: bytes) -> dict[str, tuple[int, int]] | None:
         """(results, passes) per assertion name in the rows, new names registered in order of
         first appearance with their severity; None if the counts do not add up."""
-        pairs = _name_status_counts(data)
-        total = data.count(_RESULT) if pairs is None else 0
+        total = data.count(_RESULT)
         known = self._raw_names
         for _ in range(2):
-            counts: dict[str, tuple[int, int]] | None = (
-                self._counts_by_prefix(data, total) if pairs is None else self._fold(pairs)
-            )
-            if counts is not None:
+            counts = {}
+            for raw, name in known.items():
+                prefix = _RESULT + raw + b'","status":"ASSERTION_STATUS_'
+                results = data.count(prefix)
+                if results:
+                    counts[name] = (results, data.count(prefix + b'PASS"'))
+            if sum(results for results, _ in counts.values()) == total:
                 return counts
             # A name not seen yet (first chunk, or after a resume): find them all, in order.
             for match in _RESULT_NAMED.finditer(data):
@@ -200,32 +171,6 @@ class Summary:
                     if name not in self.assertions:
                         self.assertions[name] = AssertionStats(match.group(2).decode())
         return None
-
-    def _counts_by_prefix(self, data: bytes, total: int) -> dict[str, tuple[int, int]] | None:
-        """(results, passes) per known name by two byte counts each (without pyarrow); None
-        unless they add up to `total` results."""
-        counts = {}
-        for raw, name in self._raw_names.items():
-            prefix = _RESULT + raw + _STATUS
-            results = data.count(prefix)
-            if results:
-                counts[name] = (results, data.count(prefix + b'PASS"'))
-        if sum(results for results, _ in counts.values()) != total:
-            return None
-        return counts
-
-    def _fold(self, pairs: dict[bytes, int]) -> dict[str, tuple[int, int]] | None:
-        """(results, passes) per name from _name_status_counts; None if a key is not a known
-        name and a status."""
-        counts: dict[str, tuple[int, int]] = {}
-        for key, results in pairs.items():
-            raw, sep, status = key.rpartition(_STATUS)
-            name = self._raw_names.get(raw)
-            if name is None or not sep or not _STATUS_WORD.fullmatch(status):
-                return None
-            before, passes = counts.get(name, (0, 0))
-            counts[name] = (before + results, passes + (results if status == b"PASS" else 0))
-        return counts
 
     def _add_error(self, row: Row) -> None:
         self.traces += 1
