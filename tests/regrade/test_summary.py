@@ -1,0 +1,113 @@
+"""The chunk-wise summary (byte counts) and the JSONL → Arrow table path, each against the
+row-by-row reference on hand-built rows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from trajgrade.regrade.output import (
+    arrow_schema,
+    arrow_table,
+    arrow_table_from_jsonl,
+    error_row,
+    jsonl_line,
+    row_from_json,
+)
+from trajgrade.regrade.summary import Summary
+
+NAMES = ["tool_count:get_*", 'odd "q" \\ é', "ünïcode ✓", "step_count"]
+
+
+def _result(name: str, passed: bool, severity: str = "SEVERITY_HARD") -> dict[str, Any]:
+    return {
+        "name": name,
+        "status": "ASSERTION_STATUS_PASS" if passed else "ASSERTION_STATUS_FAIL",
+        "severity": severity,
+        "reason_code": "" if passed else "NO_MATCHING_CALL",
+        "reason": "" if passed else 'expected "x" — got ☃\n',
+        "positions": [] if passed else [0, 4294967295],
+    }
+
+
+def _rows(n: int) -> list[dict[str, Any]]:
+    """Pass, fail, soft-failure, empty-results and item-error rows; names appear mid-run."""
+    rows = []
+    for i in range(n):
+        if i % 11 == 5:
+            rows.append(error_row(f"t{i}", "s1", "INVALID_TRACE", f"traces[{i}]", 'bad ☃ "x"'))
+            continue
+        names = NAMES[: 1 + min(i // 10, 3)] if i % 13 else []
+        results = [_result(name, (i + j) % 3 != 0, "SEVERITY_SOFT" if j == 2 else "SEVERITY_HARD")
+                   for j, name in enumerate(names)]  # fmt: skip
+        hard_fail = any(r["severity"] == "SEVERITY_HARD" and r["status"] != "ASSERTION_STATUS_PASS"
+                        for r in results)  # fmt: skip
+        rows.append(
+            {
+                "trace_id": f"t{i} ✓" if i % 4 == 0 else f"t{i}",
+                "suite_id": "s1",
+                "verdict": "VERDICT_FAIL" if hard_fail else "VERDICT_PASS",
+                "score": 1.0 if not results else (i % 7) / 7,
+                "soft_failures": sum(
+                    r["severity"] == "SEVERITY_SOFT" and r["status"] != "ASSERTION_STATUS_PASS"
+                    for r in results
+                ),
+                "results": results,
+                "error": None,
+            }
+        )
+    return rows
+
+
+def _reference(lines: list[bytes], sample: int) -> dict[str, Any]:
+    reference = Summary(suite_id="s1", failure_sample=sample)
+    reference.add(row_from_json(json.loads(line)) for line in lines)
+    return reference.to_json()
+
+
+def _counted(lines: list[bytes], chunk: int, sample: int) -> dict[str, Any]:
+    """add_jsonl over the lines in chunks (falling back to add() only where it must)."""
+    counted = Summary(suite_id="s1", failure_sample=sample)
+    for start in range(0, len(lines), chunk):
+        if start == len(lines) // 2:  # resumed from the manifest halfway
+            counted = Summary.from_json(json.loads(json.dumps(counted.to_json())))
+        counted.add_jsonl(lines[start : start + chunk])
+    return counted.to_json()
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+@pytest.mark.parametrize("sample", [0, 3, 200])
+def test_chunk_summary_equals_row_summary(
+    chunk: int, sample: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = [jsonl_line(row) for row in _rows(300)]
+    expected = _reference(lines, sample)
+
+    def no_row_fallback(self: Summary, rows: object) -> None:
+        raise AssertionError("counted row by row")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Summary, "add", no_row_fallback)
+        assert _counted(lines, chunk, sample) == expected
+    assert expected["soft_failures"] > 0 and expected["errors"] > 0
+    assert set(expected["assertions"]) == set(NAMES)
+
+
+def test_unexpected_result_layout_counts_the_same() -> None:
+    """A result whose severity key is spaced still counts as the rows say."""
+    lines = [jsonl_line(row) for row in _rows(40)]
+    lines[12] = lines[12].replace(b'","severity":"', b'","severity" :"', 1)
+    assert _counted(lines, 40, 5) == _reference(lines, 5)
+
+
+def test_arrow_table_from_jsonl_equals_arrow_table() -> None:
+    rows = _rows(120)
+    lines = [jsonl_line(row) for row in rows]
+    table = arrow_table_from_jsonl(b"".join(lines), max(map(len, lines)))
+    expected = arrow_table([row_from_json(json.loads(line)) for line in lines])
+    assert table.schema.equals(arrow_schema(), check_metadata=True)
+    assert table.equals(expected)
+    assert table.column("score").type == pa.float64()
+    assert arrow_table_from_jsonl(b"", 0).equals(arrow_schema().empty_table())
