@@ -11,8 +11,8 @@ use crate::arrow_cols::ArrowTraces;
 use crate::error::CoreError;
 use crate::limits::Limits;
 use crate::proto::v1::{
-    grade_trace_request, trace_outcome, GradeTraceRequest, GradeTraceResponse, ItemError, Suite,
-    Trace, TraceOutcome,
+    grade_trace_request, trace_outcome, GradeResult, GradeTraceRequest, GradeTraceResponse,
+    ItemError, Suite, Trace, TraceOutcome,
 };
 use crate::suite::CompiledSuite;
 use crate::trace::{check_parts, check_trace, wire_decode, Decoded, TraceView};
@@ -296,8 +296,9 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, line)| {
-                    let graded = catch_unwind(AssertUnwindSafe(|| {
-                        match self.grade_json_line(line, i, |v| suite.grade_view(v)) {
+                    guarded_row(
+                        suite,
+                        || match self.grade_json_line(line, i, |v| suite.grade_view(v)) {
                             Ok(result) => Ok(result),
                             Err((id, e)) => Err(ItemError {
                                 trace_id: id,
@@ -305,20 +306,10 @@ impl Grader {
                                 field: e.field().to_owned(),
                                 message: e.message(),
                             }),
-                        }
-                    }));
-                    let graded = graded.unwrap_or_else(|_| {
-                        Err(ItemError {
-                            trace_id: crate::rows::lenient_json_id(line),
-                            reason_code: "INTERNAL".to_owned(),
-                            field: format!("lines[{i}]"),
-                            message: "internal error".to_owned(),
-                        })
-                    });
-                    match graded {
-                        Ok(r) => crate::rows::result_row(&r),
-                        Err(e) => crate::rows::error_row(suite.id(), &e),
-                    }
+                        },
+                        || crate::rows::lenient_json_id(line),
+                        i,
+                    )
                 })
                 .collect()
         })
@@ -336,20 +327,12 @@ impl Grader {
             (0..traces.rows())
                 .into_par_iter()
                 .map(|i| {
-                    let graded =
-                        catch_unwind(AssertUnwindSafe(|| self.grade_arrow_row(suite, traces, i)));
-                    let graded = graded.unwrap_or_else(|_| {
-                        Err(ItemError {
-                            trace_id: traces.id(i).to_owned(),
-                            reason_code: "INTERNAL".to_owned(),
-                            field: format!("lines[{i}]"),
-                            message: "internal error".to_owned(),
-                        })
-                    });
-                    match graded {
-                        Ok(r) => crate::rows::result_row(&r),
-                        Err(e) => crate::rows::error_row(suite.id(), &e),
-                    }
+                    guarded_row(
+                        suite,
+                        || self.grade_arrow_row(suite, traces, i),
+                        || traces.id(i).to_owned(),
+                        i,
+                    )
                 })
                 .collect()
         })
@@ -521,6 +504,28 @@ fn guarded(
     catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
         item_error(trace_id(), "INTERNAL", format!("{list}[{i}]"), "internal error".to_owned())
     })
+}
+
+/// As [`guarded`] for the regrade JSONL rows: the result row, or the item's error row (a panic
+/// becomes `INTERNAL` at `lines[i]`).
+fn guarded_row(
+    suite: &CompiledSuite,
+    grade: impl FnOnce() -> Result<GradeResult, ItemError>,
+    trace_id: impl FnOnce() -> String,
+    i: usize,
+) -> Vec<u8> {
+    let graded = catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
+        Err(ItemError {
+            trace_id: trace_id(),
+            reason_code: "INTERNAL".to_owned(),
+            field: format!("lines[{i}]"),
+            message: "internal error".to_owned(),
+        })
+    });
+    match graded {
+        Ok(r) => crate::rows::result_row(&r),
+        Err(e) => crate::rows::error_row(suite.id(), &e),
+    }
 }
 
 fn item_error(trace_id: String, reason_code: &str, field: String, message: String) -> Vec<u8> {
