@@ -73,23 +73,10 @@ class Summary:
     def add(self, rows: Iterable[Row]) -> None:
         """Count rows (in input order)."""
         for row in rows:
-            self.traces += 1
-            error = row["error"]
-            if error is not None:
-                self.errors += 1
-                code = error["reason_code"]
-                self.error_codes[code] = self.error_codes.get(code, 0) + 1
-                self._sample(
-                    row,
-                    [
-                        {
-                            "name": "(error)",
-                            "reason_code": code,
-                            "reason": f"{error['field']}: {error['message']}",
-                        }
-                    ],
-                )
+            if row["error"] is not None:
+                self._add_error(row)
                 continue
+            self.traces += 1
             if row["verdict"] == "VERDICT_PASS":
                 self.passed += 1
             else:
