@@ -7,17 +7,20 @@ outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core
 from typing import final
 
 __all__ = [
+    "BlockMark",
     "CompiledSuite",
     "Grader",
     "InternalError",
     "InvalidRequestError",
     "InvalidSuiteError",
+    "JsonlBlock",
     "LimitExceededError",
     "Limits",
     "SuiteNotFoundError",
     "TrajgradeError",
     "__version__",
     "build_profile",
+    "split_jsonl",
 ]
 
 __version__: str
@@ -141,6 +144,11 @@ class Grader:
         """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
     def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
         """As `grade_json_traces`, but each output is the regrade JSONL row, newline included."""
+    def grade_jsonl_block(
+        self, suite: CompiledSuite, data: bytes, start: int, end: int, max_failing: int
+    ) -> JsonlBlock:
+        """data[start:end], whole native JSONL lines → their regrade rows in one buffer plus
+        summary counts; marks (error rows, the first failing rows) are relative to start."""
     def grade_arrow_traces_to_json(
         self,
         suite: CompiledSuite,
@@ -150,3 +158,46 @@ class Grader:
         """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
     def decode_only(self, traces: list[bytes]) -> int:
         """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""
+
+@final
+class BlockMark:
+    """A row of a graded block to look at: an error row, or one of the first failing rows."""
+
+    @property
+    def item(self) -> int: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def row_start(self) -> int: ...
+    @property
+    def row_end(self) -> int: ...
+    @property
+    def text_start(self) -> int: ...
+    @property
+    def text_end(self) -> int: ...
+    @property
+    def error(self) -> bool: ...
+
+@final
+class JsonlBlock:
+    """Grader.grade_jsonl_block's result: rows, counts of graded rows, marked rows."""
+
+    @property
+    def rows(self) -> bytes: ...
+    @property
+    def items(self) -> int: ...
+    @property
+    def passed(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def soft_failures(self) -> int: ...
+    @property
+    def assertions(self) -> list[tuple[str, str, int, int]]: ...
+    @property
+    def marks(self) -> list[BlockMark]: ...
+    @property
+    def longest_row(self) -> int: ...
+
+def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
+    """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""

@@ -163,9 +163,12 @@ def _release_unused() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def write_part(path: Path, rows: list[Row] | list[bytes], fmt: str) -> None:
-    """Write rows (dicts, or their JSONL row bytes) to `path` durably (fsync); the caller
-    renames it into place."""
+def write_part(
+    path: Path, rows: list[Row] | list[bytes], fmt: str, *, longest_row: int | None = None
+) -> None:
+    """Write rows (dicts, or their JSONL row bytes, where one bytes may hold many rows when
+    `longest_row` gives the longest) to `path` durably (fsync); the caller renames it into
+    place."""
     lines = [r if isinstance(r, bytes) else jsonl_line(r) for r in rows] if fmt == "jsonl" else []
     if fmt == "jsonl":
         with path.open("wb") as handle:
@@ -177,7 +180,8 @@ def write_part(path: Path, rows: list[Row] | list[bytes], fmt: str) -> None:
 
     encoded = [r for r in rows if isinstance(r, bytes)]
     if len(encoded) == len(rows):
-        table = arrow_table_from_jsonl(b"".join(encoded), max(map(len, encoded), default=0))
+        longest = max(map(len, encoded), default=0) if longest_row is None else longest_row
+        table = arrow_table_from_jsonl(b"".join(encoded), longest)
     else:
         table = arrow_table([r for r in rows if not isinstance(r, bytes)])
     pq.write_table(table, path)

@@ -21,6 +21,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import Row, failure_row, outcome_row
 from trajgrade.regrade.resume import RunState
 from trajgrade.regrade.source import Chunk, InputFile, Position, ReadFailure, read_chunks
@@ -105,6 +106,12 @@ def chunk_rows(chunk: Chunk, suite_id: str) -> list[Row]:
     ]
 
 
+def _sample_full(backend: Backend) -> None:
+    """Tell a block-grading backend that no more failing rows are needed for the sample."""
+    if isinstance(backend, LocalBackend):
+        backend.max_failing = 0
+
+
 class _TracesPerSecond(ProgressColumn):
     def render(self, task: Task) -> Text:
         traces = task.fields.get("traces", 0)
@@ -154,7 +161,11 @@ def run_pipeline(
         target=_pump,
         args=(
             read_chunks(
-                files, chunk_size, state.position, raw_lines=getattr(backend, "raw_lines", False)
+                files,
+                chunk_size,
+                state.position,
+                raw_lines=getattr(backend, "raw_lines", False),
+                jsonl_blocks=getattr(backend, "jsonl_blocks", False),
             ),
             read_q,
             stop,
@@ -181,7 +192,13 @@ def run_pipeline(
         grader.start()
         try:
             for chunk in _drain(graded_q, stop):
-                if chunk.rows is not None:  # JSONL rows straight from the core
+                if chunk.graded is not None:  # a JSONL block: rows and counts from the core
+                    summary.add_block(chunk.graded, chunk.fixed)
+                    longest = max([chunk.graded.longest_row, *map(len, chunk.fixed.values())])
+                    state.commit(chunk.rows or [], chunk.end, summary, longest_row=longest)
+                    if len(summary.failures) >= summary.failure_sample:
+                        _sample_full(backend)
+                elif chunk.rows is not None:  # JSONL rows straight from the core
                     summary.add_jsonl(chunk.rows)
                     state.commit(chunk.rows, chunk.end, summary)
                 else:

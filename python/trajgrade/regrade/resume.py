@@ -101,12 +101,20 @@ class RunState:
         state.directory.mkdir(parents=True)
         return state
 
-    def commit(self, rows: list[Row] | list[bytes], position: Position, summary: Summary) -> None:
-        """Make one more chunk durable, then advance the manifest past it."""
+    def commit(
+        self,
+        rows: list[Row] | list[bytes],
+        position: Position,
+        summary: Summary,
+        *,
+        longest_row: int | None = None,
+    ) -> None:
+        """Make one more chunk durable, then advance the manifest past it (`longest_row`: see
+        write_part)."""
         index = self.chunks
         final = self.part(index)
         tmp = final.with_name(final.name + ".tmp")
-        write_part(tmp, rows, self.fmt)
+        write_part(tmp, rows, self.fmt, longest_row=longest_row)
         os.replace(tmp, final)
         self.chunks = index + 1
         self.position = position

@@ -7,8 +7,9 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from trajgrade import _core
 from trajgrade.regrade import arrowcols
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.tracejson import (
@@ -19,6 +20,9 @@ from trajgrade.regrade.tracejson import (
 )
 
 FORMATS = ("auto", "jsonl", "parquet", "otlp", "openai", "anthropic")
+# Bytes of native JSONL read at a time for the core's block grading (a line longer than this
+# doubles the read): a chunk is at most this much, however many traces chunk_size allows.
+READ_BYTES = 16 << 20
 # Keys of a native trace line; a first line with other keys is left to the importers.
 _NATIVE_KEYS = frozenset({"id", "calls", "final_answer", "finalAnswer", "metadata"})
 
@@ -75,14 +79,35 @@ class Chunk:
     # items are then b"" placeholders until an error row needs its line (arrowjson).
     batch: Any = None
     arrow_columns: dict[str, arrowcols.Buffers] | None = None
+    # Native JSONL read by the block (read_chunks(jsonl_blocks=True)): the chunk is the whole
+    # lines block[start:stop], holding `count` traces; first_line is the line number of its
+    # first line (0 when unknown after a resume). The core grades the block in one call
+    # (Grader.grade_jsonl_block) and the grading stage fills `rows` with one bytes (every row)
+    # and `graded` with the block's counts and marks; `fixed` maps the item of each error
+    # row to the row it was rewritten to.
+    block: bytes | None = None
+    start: int = 0
+    stop: int = 0
+    count: int = 0
+    first_line: int = 0
+    graded: Any = None
+    fixed: dict[int, bytes] = field(default_factory=dict)
 
-    def where(self, i: int) -> str:
-        """The error `field` of raw item i: `file:line N` / `file:row N` (or `file:trace N`
-        after a JSONL resume)."""
-        line_no = self.line_nos[i]
+    @property
+    def traces(self) -> int:
+        """Traces (and read failures) in this chunk."""
+        return self.count if self.block is not None else len(self.items)
+
+    def where(self, i: int, line: int | None = None) -> str:
+        """The error `field` of raw item i (in a block chunk: at line index `line` of the
+        block): `file:line N` / `file:row N` (or `file:trace N` after a JSONL resume)."""
+        if self.block is not None:
+            line_no = self.first_line + line if self.first_line > 0 and line is not None else -1
+        else:
+            line_no = self.line_nos[i]
         if line_no > 0:
             return f"{self.source}:{self.unit} {line_no}"
-        return f"{self.source}:trace {self.end.traces - len(self.items) + i + 1}"
+        return f"{self.source}:trace {self.end.traces - self.traces + i + 1}"
 
 
 @dataclass(frozen=True)
@@ -163,6 +188,63 @@ def _jsonl_raw(
                 items, where, start = [], [], offset
         if items:
             yield items, offset, offset - start, where
+
+
+def _read_at(handle: BinaryIO, offset: int, size: int) -> tuple[bytes, bool]:
+    """Up to `size` bytes from `offset`, and whether the file ended within them."""
+    handle.seek(offset)
+    pieces: list[bytes] = []
+    while size:
+        piece = handle.read(size)
+        if not piece:
+            return b"".join(pieces), True
+        pieces.append(piece)
+        size -= len(piece)
+    return b"".join(pieces), False
+
+
+def _jsonl_blocks(
+    file: InputFile, offset: int, chunk_size: int
+) -> Iterator[tuple[bytes, int, int, int, int]]:
+    """(block, start, stop, traces, lines) per chunk of a native JSONL file: the whole lines
+    block[start:stop] holding at most chunk_size traces, and how many lines they are.
+
+    The file is read READ_BYTES at a time; a line cut by the end of a read is read again
+    with the next one (a seek, not a copy), and a line longer than a read doubles the read.
+    """
+    size = READ_BYTES
+    with open(file.path, "rb", buffering=0) as handle:
+        while True:
+            block, eof = _read_at(handle, offset, size)
+            start = 0
+            while True:
+                consumed, traces, lines = _core.split_jsonl(block, start, chunk_size, eof)
+                if not consumed:
+                    break
+                yield block, start, start + consumed, traces, lines
+                start += consumed
+            if eof:
+                return
+            if not start:
+                size *= 2  # no whole line in this read
+            offset += start
+
+
+def _jsonl_block_chunks(
+    file: InputFile, index: int, offset: int, chunk_size: int, traces: int
+) -> Iterator[Chunk]:
+    """The block chunks (Chunk.block) of native JSONL file `index`, from `offset` on."""
+    name = Path(file.path).name
+    line = 0 if offset == 0 else -1  # line numbers are exact only from the start
+    for block, first, stop, count, lines in _jsonl_blocks(file, offset, chunk_size):
+        traces += count
+        offset += stop - first
+        yield Chunk(
+            [], Position(index, offset, traces), stop - first, raw_lines=True, source=name,
+            block=block, start=first, stop=stop, count=count, first_line=max(line + 1, 0),
+        )  # fmt: skip
+        if line >= 0:
+            line += lines
 
 
 def _jsonl(
@@ -312,17 +394,24 @@ def read_chunks(
     start: Position | None = None,
     *,
     raw_lines: bool = False,
+    jsonl_blocks: bool = False,
 ) -> Iterator[Chunk]:
     """Every input record in order, in chunks of at most chunk_size, starting after `start`.
 
     With raw_lines, native JSONL chunks carry the undecoded lines (Chunk.raw_lines) for a
-    backend that decodes them itself (the core's grade_json_traces_to_json).
+    backend that decodes them itself (the core's grade_json_traces_to_json); with
+    jsonl_blocks, they are blocks of whole lines (Chunk.block) for grade_jsonl_block.
     """
     start = start or Position()
     traces = start.traces
     for index in range(start.file, len(files)):
         file = files[index]
         offset = start.offset if index == start.file else 0
+        if file.format == "jsonl" and jsonl_blocks:
+            for chunk in _jsonl_block_chunks(file, index, offset, chunk_size, traces):
+                traces = chunk.end.traces
+                yield chunk
+            continue
         if file.format == "jsonl" and raw_lines:
             name = Path(file.path).name
             for items, end, read, line_nos in _jsonl_raw(file, offset, chunk_size):

@@ -6,11 +6,14 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from trajgrade.regrade.output import ERROR_MARKER, Row, row_from_json
+
+if TYPE_CHECKING:
+    from trajgrade._core import JsonlBlock
 
 # Byte patterns of the JSONL rows (docs/regrade.md; key order fixed). Inside a JSON string
 # every `"` is escaped, so each of these sequences can only be the structure it names.
@@ -135,6 +138,32 @@ class Summary:
             stats = self.assertions[name]
             stats.passed += passes
             stats.failed += total - passes
+
+    def add_block(self, block: JsonlBlock, fixed: dict[int, bytes]) -> None:
+        """Count a graded JSONL block (Grader.grade_jsonl_block) exactly as add() would count
+        its rows: the core's counts for the graded rows; the marked rows parsed one by one, in
+        order (error rows as rewritten in `fixed`, by item; failing rows while the sample of
+        failures is not full)."""
+        errors = 0
+        for mark in block.marks:
+            if mark.error:
+                errors += 1
+                self.add([row_from_json(json.loads(fixed[mark.item]))])
+            elif len(self.failures) < self.failure_sample:
+                row = row_from_json(json.loads(block.rows[mark.row_start : mark.row_end]))
+                self._sample(
+                    row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"]
+                )
+        self.traces += block.items - errors
+        self.passed += block.passed
+        self.failed += block.failed
+        self.soft_failures += block.soft_failures
+        for name, severity, passed, failed in block.assertions:
+            stats = self.assertions.get(name)
+            if stats is None:
+                stats = self.assertions[name] = AssertionStats(severity)
+            stats.passed += passed
+            stats.failed += failed
 
     def _count_names(self, data: bytes) -> dict[str, tuple[int, int]] | None:
         """(results, passes) per assertion name in the rows, new names registered in order of

@@ -92,6 +92,8 @@ def trace_bytes(line: bytes | str) -> bytes:
         return json_format.Parse(line, trace_pb2.Trace()).SerializeToString()
     except json_format.ParseError as exc:
         raise TraceJsonError(str(exc)) from None
+    except UnicodeDecodeError as exc:  # json_format decodes bytes itself, uncaught
+        raise TraceJsonError(f"line is not UTF-8: {exc}") from None
 
 
 def peek_trace_id(line: bytes | str) -> str:

@@ -1,7 +1,9 @@
 //! A fixed amount of grading work for profilers (callgrind counts are deterministic):
 //! `cargo build --release --example grade_loop -p trajgrade-core`, then
 //! `valgrind --tool=callgrind target/release/examples/grade_loop 200` (default 20 000 traces),
-//! `grade_loop N floor` for the prost decode-only floor, `grade_loop N threads T` for a pool of T.
+//! `grade_loop N floor` for the prost decode-only floor, `grade_loop N threads T` for a pool of T,
+//! `grade_loop N json` for native JSONL lines to regrade rows, `grade_loop N jsondecode` for the
+//! JSON line decoder alone.
 #[path = "../benches/workload.rs"]
 mod workload;
 
@@ -22,8 +24,24 @@ fn main() {
     let traces: Vec<Vec<u8>> =
         workload::traces(n, 1234).iter().map(Message::encode_to_vec).collect();
     let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
+    let lines: Vec<Vec<u8>> = if mode.as_deref().is_some_and(|m| m.starts_with("json")) {
+        workload::traces(n, 1234).iter().map(|t| serde_json::to_vec(t).expect("json")).collect()
+    } else {
+        Vec::new()
+    };
+    let line_refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
     let start = std::time::Instant::now();
-    let bytes = if floor {
+    let bytes = if mode.as_deref() == Some("json") {
+        let grader = Grader::new(Limits::default(), 1);
+        let suite = grader.compile_suite(&workload::suite().encode_to_vec()).expect("valid");
+        grader.grade_json_traces_to_json(&suite, &line_refs).iter().map(Vec::len).sum()
+    } else if mode.as_deref() == Some("jsondecode") {
+        let mut buf = Vec::new();
+        line_refs
+            .iter()
+            .filter(|l| trajgrade_core::json_trace::decode(l, &mut buf).is_some())
+            .count()
+    } else if floor {
         refs.iter().filter(|t| Trace::decode(**t).is_ok()).count()
     } else {
         let grader = Grader::new(Limits::default(), threads);

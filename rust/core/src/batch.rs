@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use crate::arrow_cols::ArrowTraces;
 use crate::error::CoreError;
+use crate::jsonl_block::BlockRows;
 use crate::limits::Limits;
 use crate::proto::v1::{
     grade_trace_request, trace_outcome, GradeResult, GradeTraceRequest, GradeTraceResponse,
@@ -298,20 +299,67 @@ impl Grader {
                 .map(|(i, line)| {
                     guarded_row(
                         suite,
-                        || match self.grade_json_line(line, i, |v| suite.grade_view(v)) {
-                            Ok(result) => Ok(result),
-                            Err((id, e)) => Err(ItemError {
-                                trace_id: id,
-                                reason_code: e.reason_code().to_owned(),
-                                field: e.field().to_owned(),
-                                message: e.message(),
-                            }),
-                        },
+                        || self.json_line_result(suite, line, i),
                         || crate::rows::lenient_json_id(line),
                         i,
                     )
                 })
                 .collect()
+        })
+    }
+
+    /// Bulk regrading of a block of native JSONL (whole lines; see [`crate::jsonl_block`]):
+    /// every row as [`Grader::grade_json_traces_to_json`] writes it, in one buffer, with the
+    /// summary counts; error rows (field `lines[i]`, `i` the item in the block) are always
+    /// marked, failing rows up to `max_failing`.
+    pub fn grade_jsonl_block(
+        &self,
+        suite: &CompiledSuite,
+        data: &[u8],
+        max_failing: usize,
+    ) -> BlockRows {
+        // Lines are graded in small runs, each writing into one buffer (no per-row allocation),
+        // then the runs are joined in order.
+        const RUN: usize = 16;
+        let lines = crate::jsonl_block::lines(data);
+        let runs: Vec<BlockRows> = self.pool.install(|| {
+            lines
+                .par_chunks(RUN)
+                .enumerate()
+                .map(|(r, run)| {
+                    let mut out = BlockRows::default();
+                    for (j, line) in run.iter().enumerate() {
+                        let i = r * RUN + j;
+                        let graded = guarded_result(
+                            || self.json_line_result(suite, line.text, i),
+                            || crate::rows::lenient_json_id(line.text),
+                            i,
+                        );
+                        out.add(j, line, &graded, suite.id(), max_failing);
+                    }
+                    out
+                })
+                .collect()
+        });
+        let mut block = BlockRows::default();
+        for run in runs {
+            block.append(run, max_failing);
+        }
+        block
+    }
+
+    /// One JSON line graded, or its item error (field `lines[i]...`).
+    fn json_line_result(
+        &self,
+        suite: &CompiledSuite,
+        line: &[u8],
+        i: usize,
+    ) -> Result<GradeResult, ItemError> {
+        self.grade_json_line(line, i, |v| suite.grade_view(v)).map_err(|(id, e)| ItemError {
+            trace_id: id,
+            reason_code: e.reason_code().to_owned(),
+            field: e.field().to_owned(),
+            message: e.message(),
         })
     }
 
@@ -514,18 +562,26 @@ fn guarded_row(
     trace_id: impl FnOnce() -> String,
     i: usize,
 ) -> Vec<u8> {
-    let graded = catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
+    match guarded_result(grade, trace_id, i) {
+        Ok(r) => crate::rows::result_row(&r),
+        Err(e) => crate::rows::error_row(suite.id(), &e),
+    }
+}
+
+/// One JSONL item's grading; a panic becomes its `INTERNAL` error at `lines[i]`.
+fn guarded_result(
+    grade: impl FnOnce() -> Result<GradeResult, ItemError>,
+    trace_id: impl FnOnce() -> String,
+    i: usize,
+) -> Result<GradeResult, ItemError> {
+    catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
         Err(ItemError {
             trace_id: trace_id(),
             reason_code: "INTERNAL".to_owned(),
             field: format!("lines[{i}]"),
             message: "internal error".to_owned(),
         })
-    });
-    match graded {
-        Ok(r) => crate::rows::result_row(&r),
-        Err(e) => crate::rows::error_row(suite.id(), &e),
-    }
+    })
 }
 
 fn item_error(trace_id: String, reason_code: &str, field: String, message: String) -> Vec<u8> {

@@ -22,6 +22,7 @@ pub mod error;
 pub mod glob;
 pub mod grade;
 pub mod json_trace;
+pub mod jsonl_block;
 pub mod limits;
 pub mod matching;
 pub mod rows;

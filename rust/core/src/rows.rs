@@ -20,30 +20,36 @@ pub fn lenient_json_id(line: &[u8]) -> String {
 /// "results":[{"name","status","severity","reason_code","reason","positions"}]}` and `\n`.
 pub fn result_row(r: &GradeResult) -> Vec<u8> {
     let mut s = String::with_capacity(256 + 128 * r.results.len());
+    push_result_row(&mut s, r);
+    s.into_bytes()
+}
+
+/// [`result_row`] appended to `s`.
+pub fn push_result_row(s: &mut String, r: &GradeResult) {
     s.push_str("{\"trace_id\":");
-    push_str(&mut s, &r.trace_id);
+    push_str(s, &r.trace_id);
     s.push_str(",\"suite_id\":");
-    push_str(&mut s, &r.suite_id);
+    push_str(s, &r.suite_id);
     s.push_str(",\"verdict\":");
     let verdict = Verdict::try_from(r.verdict).unwrap_or_default();
-    push_str(&mut s, verdict.as_str_name());
+    push_str(s, verdict.as_str_name());
     s.push_str(",\"score\":");
-    push_float(&mut s, r.score);
+    push_float(s, r.score);
     let _ = write!(s, ",\"soft_failures\":{},\"results\":[", r.soft_failures);
     for (k, a) in r.results.iter().enumerate() {
         if k > 0 {
             s.push(',');
         }
         s.push_str("{\"name\":");
-        push_str(&mut s, &a.name);
+        push_str(s, &a.name);
         s.push_str(",\"status\":");
-        push_str(&mut s, AssertionStatus::try_from(a.status).unwrap_or_default().as_str_name());
+        push_str(s, AssertionStatus::try_from(a.status).unwrap_or_default().as_str_name());
         s.push_str(",\"severity\":");
-        push_str(&mut s, Severity::try_from(a.severity).unwrap_or_default().as_str_name());
+        push_str(s, Severity::try_from(a.severity).unwrap_or_default().as_str_name());
         s.push_str(",\"reason_code\":");
-        push_str(&mut s, &a.reason_code);
+        push_str(s, &a.reason_code);
         s.push_str(",\"reason\":");
-        push_str(&mut s, &a.reason);
+        push_str(s, &a.reason);
         s.push_str(",\"positions\":[");
         for (j, p) in a.positions.iter().enumerate() {
             if j > 0 {
@@ -54,24 +60,28 @@ pub fn result_row(r: &GradeResult) -> Vec<u8> {
         s.push_str("]}");
     }
     s.push_str("]}\n");
-    s.into_bytes()
 }
 
 /// An item-error row: `{"trace_id":..,"suite_id":..,"error":{"reason_code","field","message"}}`.
 pub fn error_row(suite_id: &str, e: &ItemError) -> Vec<u8> {
     let mut s = String::with_capacity(128 + e.message.len());
-    s.push_str("{\"trace_id\":");
-    push_str(&mut s, &e.trace_id);
-    s.push_str(",\"suite_id\":");
-    push_str(&mut s, suite_id);
-    s.push_str(",\"error\":{\"reason_code\":");
-    push_str(&mut s, &e.reason_code);
-    s.push_str(",\"field\":");
-    push_str(&mut s, &e.field);
-    s.push_str(",\"message\":");
-    push_str(&mut s, &e.message);
-    s.push_str("}}\n");
+    push_error_row(&mut s, suite_id, e);
     s.into_bytes()
+}
+
+/// [`error_row`] appended to `s`.
+pub fn push_error_row(s: &mut String, suite_id: &str, e: &ItemError) {
+    s.push_str("{\"trace_id\":");
+    push_str(s, &e.trace_id);
+    s.push_str(",\"suite_id\":");
+    push_str(s, suite_id);
+    s.push_str(",\"error\":{\"reason_code\":");
+    push_str(s, &e.reason_code);
+    s.push_str(",\"field\":");
+    push_str(s, &e.field);
+    s.push_str(",\"message\":");
+    push_str(s, &e.message);
+    s.push_str("}}\n");
 }
 
 /// A JSON string as Python's `json.dumps(..., ensure_ascii=False)` writes it.

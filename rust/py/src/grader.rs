@@ -13,6 +13,7 @@ use trajgrade_core::{CompiledSuite, Grader, Limits};
 
 use crate::detach::run_detached;
 use crate::errors::{to_exception, PyCoreError};
+use crate::jsonl::{check_range, PyJsonlBlock};
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
 #[pyclass(frozen, get_all, eq, name = "Limits", module = "trajgrade._core")]
@@ -340,6 +341,27 @@ impl PyGrader {
         lines: Vec<PyBackedBytes>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         self.per_suite(py, suite, lines, Grader::grade_json_traces_to_json)
+    }
+
+    /// `data[start:end]`, whole lines of native JSONL (blank lines skipped) → a `JsonlBlock`:
+    /// every row as `grade_json_traces_to_json` writes it, in one buffer, with the counts a
+    /// regrade summary needs; error rows are always marked, failing rows up to `max_failing`.
+    /// Mark offsets are relative to `start`.
+    fn grade_jsonl_block(
+        &self,
+        py: Python<'_>,
+        suite: &Bound<'_, PyCompiledSuite>,
+        data: PyBackedBytes,
+        start: usize,
+        end: usize,
+        max_failing: usize,
+    ) -> PyResult<PyJsonlBlock> {
+        check_range(data.len(), start, end)?;
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let block = run_detached(py, move || {
+            grader.grade_jsonl_block(&suite, &data[start..end], max_failing)
+        })?;
+        PyJsonlBlock::new(py, block)
     }
 
     /// Rows of one Arrow record batch in the native trace schema → regrade JSONL rows (as

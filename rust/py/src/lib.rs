@@ -2,6 +2,7 @@
 mod detach;
 mod errors;
 mod grader;
+mod jsonl;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
 // short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
@@ -16,6 +17,8 @@ mod _core {
 
     #[pymodule_export]
     use crate::grader::{PyCompiledSuite, PyGrader, PyLimits};
+    #[pymodule_export]
+    use crate::jsonl::{split_jsonl, PyBlockMark, PyJsonlBlock};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

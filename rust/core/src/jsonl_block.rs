@@ -1,0 +1,252 @@
+//! Native JSONL regraded a block of lines at a time: lines found, rows written into one buffer,
+//! and the run summary's counts kept, all in the core, so a bulk regrade does no per-line work
+//! in Python (reading a line, copying it into `bytes`, counting its row cost about as much as
+//! grading it).
+//!
+//! Lines end at `\n` (the last one may lack it); a line of only ASCII whitespace is skipped, as
+//! Python's `bytes.isspace()` skips it. Rows and counts follow `docs/regrade.md`: each row is
+//! what `Grader::grade_json_traces_to_json` writes for the line.
+use std::ops::Range;
+
+use crate::proto::v1::{AssertionStatus, GradeResult, ItemError, Severity, Verdict};
+
+/// One non-blank line of a block.
+#[derive(Clone, Copy, Debug)]
+pub struct Line<'a> {
+    /// The line, its `\n` included.
+    pub text: &'a [u8],
+    /// Where it starts in the block.
+    pub start: usize,
+    /// Its index among all the block's lines (blank ones counted), from 0.
+    pub index: usize,
+}
+
+/// How much of a block to take: whole lines only, at most `max_items` non-blank ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// Bytes of the lines taken.
+    pub consumed: usize,
+    /// Non-blank lines among them (the traces).
+    pub items: usize,
+    /// Lines taken, blank ones included (for line numbers).
+    pub lines: usize,
+}
+
+/// `bytes.isspace()`: non-empty and only space, `\t`, `\n`, `\r`, `\x0b`, `\x0c`.
+fn is_blank(line: &[u8]) -> bool {
+    !line.is_empty() && line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C))
+}
+
+/// Every line of `data` with its end (exclusive), the last one without `\n` included.
+fn line_ends(data: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let tail = (data.last() != Some(&b'\n') && !data.is_empty()).then_some(data.len());
+    memchr::memchr_iter(b'\n', data).map(|i| i + 1).chain(tail)
+}
+
+/// The first lines of `data` holding at most `max_items` non-blank lines (at least one line
+/// when `max_items` > 0). A last line without `\n` counts only `at_eof`: otherwise the rest of
+/// it is still to be read.
+#[must_use]
+pub fn split(data: &[u8], max_items: usize, at_eof: bool) -> Split {
+    let mut split = Split { consumed: 0, items: 0, lines: 0 };
+    for end in line_ends(data) {
+        if end == data.len() && data.last() != Some(&b'\n') && !at_eof {
+            break;
+        }
+        let blank = is_blank(&data[split.consumed..end]);
+        if !blank && split.items == max_items {
+            break;
+        }
+        split.items += usize::from(!blank);
+        split.lines += 1;
+        split.consumed = end;
+    }
+    split
+}
+
+/// The non-blank lines of `data`, every line of which is whole.
+#[must_use]
+pub fn lines(data: &[u8]) -> Vec<Line<'_>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (index, end) in line_ends(data).enumerate() {
+        let text = &data[start..end];
+        if !is_blank(text) {
+            out.push(Line { text, start, index });
+        }
+        start = end;
+    }
+    out
+}
+
+/// Pass and fail counts of the results with one name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssertionCount {
+    pub name: String,
+    /// The severity of the first result seen with this name.
+    pub severity: Severity,
+    pub passed: u64,
+    pub failed: u64,
+}
+
+/// A row the caller looks at: an error row (always), or a failing row (the first ones only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// Index among the block's items (rows).
+    pub item: usize,
+    /// Index of its line among all the block's lines (see [`Line::index`]).
+    pub line: usize,
+    /// The row in [`BlockRows::rows`].
+    pub row: Range<usize>,
+    /// The line in the block.
+    pub text: Range<usize>,
+    pub error: bool,
+}
+
+/// A block's rows, in line order, and what the run summary needs from them. Error rows are
+/// counted only as marks: the caller may re-decode such a line to word the error its way.
+#[derive(Debug, Default)]
+pub struct BlockRows {
+    /// Every row, each ending in `\n`.
+    pub rows: String,
+    pub items: usize,
+    /// Graded rows with verdict `PASS`, and the other graded rows.
+    pub passed: u64,
+    pub failed: u64,
+    pub soft_failures: u64,
+    /// By result name, in order of first appearance.
+    pub assertions: Vec<AssertionCount>,
+    pub marks: Vec<Mark>,
+    pub longest_row: usize,
+    failing_marks: usize,
+}
+
+impl BlockRows {
+    /// Writes and counts line `item`'s outcome; failing rows are marked until `max_failing`.
+    pub fn add(
+        &mut self,
+        item: usize,
+        line: &Line<'_>,
+        graded: &Result<GradeResult, ItemError>,
+        suite_id: &str,
+        max_failing: usize,
+    ) {
+        let start = self.rows.len();
+        let mark = match graded {
+            Ok(r) => {
+                crate::rows::push_result_row(&mut self.rows, r);
+                self.count(r);
+                let failing = r.verdict != Verdict::Pass as i32 && self.failing_marks < max_failing;
+                self.failing_marks += usize::from(failing);
+                failing.then_some(false)
+            }
+            Err(e) => {
+                crate::rows::push_error_row(&mut self.rows, suite_id, e);
+                Some(true)
+            }
+        };
+        self.items += 1;
+        self.longest_row = self.longest_row.max(self.rows.len() - start);
+        if let Some(error) = mark {
+            self.marks.push(Mark {
+                item,
+                line: line.index,
+                row: start..self.rows.len(),
+                text: line.start..line.start + line.text.len(),
+                error,
+            });
+        }
+    }
+
+    fn count(&mut self, r: &GradeResult) {
+        if r.verdict == Verdict::Pass as i32 {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+        }
+        self.soft_failures += u64::from(r.soft_failures);
+        for (k, a) in r.results.iter().enumerate() {
+            let passed = u64::from(a.status == AssertionStatus::Pass as i32);
+            // Results come in suite order, so position k is nearly always the name's slot.
+            let slot = match self.assertions.get(k) {
+                Some(c) if c.name == a.name => k,
+                _ => {
+                    if let Some(at) = self.assertions.iter().position(|c| c.name == a.name) {
+                        at
+                    } else {
+                        self.assertions.push(AssertionCount {
+                            name: a.name.clone(),
+                            severity: Severity::try_from(a.severity).unwrap_or_default(),
+                            passed: 0,
+                            failed: 0,
+                        });
+                        self.assertions.len() - 1
+                    }
+                }
+            };
+            let c = &mut self.assertions[slot];
+            c.passed += passed;
+            c.failed += 1 - passed;
+        }
+    }
+
+    /// Appends the block part that follows this one (its items, rows and marks shift).
+    pub fn append(&mut self, next: BlockRows, max_failing: usize) {
+        let (row_base, item_base) = (self.rows.len(), self.items);
+        self.rows.push_str(&next.rows);
+        self.items += next.items;
+        self.passed += next.passed;
+        self.failed += next.failed;
+        self.soft_failures += next.soft_failures;
+        self.longest_row = self.longest_row.max(next.longest_row);
+        for c in next.assertions {
+            match self.assertions.iter_mut().find(|mine| mine.name == c.name) {
+                Some(mine) => {
+                    mine.passed += c.passed;
+                    mine.failed += c.failed;
+                }
+                None => self.assertions.push(c),
+            }
+        }
+        for mut m in next.marks {
+            if !m.error {
+                if self.failing_marks >= max_failing {
+                    continue;
+                }
+                self.failing_marks += 1;
+            }
+            m.item += item_base;
+            m.row = m.row.start + row_base..m.row.end + row_base;
+            self.marks.push(m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_takes_whole_lines_up_to_max_items() {
+        let data = b"a\n\n  \nb\nc\nd";
+        assert_eq!(split(data, 10, false), Split { consumed: 10, items: 3, lines: 5 });
+        assert_eq!(split(data, 10, true), Split { consumed: 11, items: 4, lines: 6 });
+        // Blank lines before the line that would exceed max_items are taken.
+        assert_eq!(split(data, 1, true), Split { consumed: 6, items: 1, lines: 3 });
+        assert_eq!(split(data, 2, true), Split { consumed: 8, items: 2, lines: 4 });
+        assert_eq!(split(b"", 5, true), Split { consumed: 0, items: 0, lines: 0 });
+        assert_eq!(split(b"abc", 5, false), Split { consumed: 0, items: 0, lines: 0 });
+        assert_eq!(split(b" \x0b\x0c\r\n", 0, false), Split { consumed: 5, items: 0, lines: 1 });
+    }
+
+    #[test]
+    fn lines_skip_blank_ones_and_keep_positions() {
+        let data = b"x\n\t\r\n\ny\r\nz";
+        let got: Vec<_> = lines(data).iter().map(|l| (l.text, l.start, l.index)).collect();
+        assert_eq!(got, [(&b"x\n"[..], 0, 0), (&b"y\r\n"[..], 6, 3), (&b"z"[..], 9, 4)]);
+        // An empty last "line" after the final newline is not a line.
+        assert_eq!(lines(b"x\n").len(), 1);
+        // Only bytes.isspace() bytes are blank: a NUL or a non-ASCII space is a (bad) trace.
+        assert_eq!(lines(b"\0\n\xc2\xa0\n").len(), 2);
+    }
+}
