@@ -1,7 +1,11 @@
 """Regrade throughput vs the in-process core, and peak RSS per input size (each in a subprocess).
 
 Reuses the core benchmark's seeded workload (bench/workloads.py): the same traces and suite,
-so the "core" row here is the figure bench_core measures. Usage:
+so the "core" row here is the figure bench_core measures. Beside the regrade runs, the same
+table gives what the input format costs by itself, in-process on the same files: reading
+alone (JSONL lines; Parquet batches; Parquet batches + the buffers handed to the core) and the
+core grading input already in memory (JSONL lines; Parquet batches), the "same-format core"
+each regrade row is also compared with. Usage:
 
     python bench/bench_regrade.py                         # quick: 20k and 50k traces
     python bench/bench_regrade.py --sizes 100000,1000000  # `make bench-regrade`
@@ -19,6 +23,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,7 @@ from trajgrade.v1 import trace_pb2
 
 BLOCK = 5000  # traces generated at a time, so writing 1M traces needs little memory
 CHUNK = 2048
+SAMPLE = 50_000  # traces held in memory for the same-format core rows (bounded for 1M runs)
 
 
 def _traces(n: int) -> Iterator[dict[str, Any]]:
@@ -78,8 +85,86 @@ def core_rate(sample: int) -> tuple[float, list[bytes]]:
     return sample / (time.perf_counter() - started), payloads
 
 
-def stage_costs(payloads: list[bytes], lines: list[bytes]) -> dict[str, float]:
-    """Microseconds per trace of each Python-side step on one thread."""
+@dataclass(frozen=True)
+class Measured:
+    """One in-process row: `traces` handled in `seconds`; `correct` when the answer checks."""
+
+    label: str
+    traces: int
+    seconds: float
+    correct: bool
+
+    @property
+    def rate(self) -> float:
+        return self.traces / self.seconds
+
+
+def read_floors(inputs: dict[str, Path], n: int) -> list[Measured]:
+    """What reading each whole input costs alone, one thread, nothing decoded or graded."""
+    floors = []
+    started = time.perf_counter()
+    count = 0
+    with inputs["jsonl"].open("rb") as lines:
+        for _line in lines:  # the read is the work
+            count += 1
+    seconds = time.perf_counter() - started
+    floors.append(Measured("read alone: JSONL lines (for line in f)", count, seconds, count == n))
+    for label, hand_over in [
+        ("read alone: Parquet iter_batches", False),
+        ("read alone: Parquet iter_batches + arrowcols.columns", True),
+    ]:
+        started = time.perf_counter()
+        count, taken = 0, True
+        for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
+            count += batch.num_rows
+            if hand_over:
+                taken = arrowcols.columns(batch) is not None and taken
+        floors.append(Measured(label, count, time.perf_counter() - started, count == n and taken))
+    return floors
+
+
+def same_format_core(
+    inputs: dict[str, Path], n: int, grader: _core.Grader, suite: _core.CompiledSuite
+) -> dict[str, Measured]:
+    """The core (all threads) on the first min(n, SAMPLE) traces of each input already in
+    memory: JSONL lines through grade_json_traces_to_json in CHUNK slices, Parquet batches
+    (iter_batches, as a regrade reads them) through arrowcols.grade. Correct = both formats
+    give the same rows."""
+    batches: list[pa.RecordBatch] = []
+    held = 0
+    for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
+        if held >= min(n, SAMPLE):
+            break
+        batches.append(batch)
+        held += batch.num_rows
+    with inputs["jsonl"].open("rb") as file:
+        lines = list(islice(file, held))
+    grader.grade_json_traces_to_json(suite, lines[:CHUNK])  # warm up the pool
+    started = time.perf_counter()
+    json_rows = [
+        row
+        for i in range(0, held, CHUNK)
+        for row in grader.grade_json_traces_to_json(suite, lines[i : i + CHUNK])
+    ]
+    json_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    arrow_rows = [row for batch in batches for row in arrowcols.grade(grader, suite, batch) or []]
+    arrow_seconds = time.perf_counter() - started
+    same = len(json_rows) == held and json_rows == arrow_rows
+    return {
+        "jsonl": Measured(
+            "core grade_json_traces_to_json (JSONL lines in memory)", held, json_seconds, same
+        ),
+        "parquet": Measured(
+            "core arrowcols.grade (Parquet batches in memory)", held, arrow_seconds, same
+        ),
+    }
+
+
+def stage_costs(payloads: list[bytes], lines: list[bytes], parquet: Path) -> dict[str, float]:
+    """Microseconds per trace of each Python-side step on one thread. The Parquet steps read
+    `lines` back from a Parquet file with iter_batches, as a regrade does (not
+    Table.to_batches slices, whose buffers are the whole table's)."""
     suite = _core.Grader().compile_suite(suite_bytes(workloads.suite()))
     outcomes = suite.grade_batch(payloads[: len(lines)])
     costs = {}
@@ -119,15 +204,25 @@ def stage_costs(payloads: list[bytes], lines: list[bytes]) -> dict[str, float]:
         arrow_table_from_jsonl(b"".join(part), max(map(len, part)))
     costs["JSONL rows → Arrow table (Parquet part)"] = time.perf_counter() - started
     table = pa.Table.from_pylist([json.loads(line) for line in lines], schema=SCHEMA)
+    pq.write_table(table, parquet, row_group_size=BLOCK)
+    batches = list(pq.ParquetFile(parquet).iter_batches(batch_size=CHUNK))
+    parquet.unlink()
     started = time.perf_counter()
-    for batch in table.to_batches(CHUNK):
+    for batch in batches:
         json_lines(batch)
     costs["Parquet rows → JSON lines (Arrow compute)"] = time.perf_counter() - started
     started = time.perf_counter()
-    for batch in table.to_batches(CHUNK):
+    for batch in batches:
         arrowcols.grade(grader, core_suite, batch)
     costs["core grade_arrow_traces_to_json (buffers, all threads)"] = time.perf_counter() - started
     return {k: v / len(lines) * 1e6 for k, v in costs.items()}
+
+
+def _in_process_row(m: Measured, core: float, vs_same_format: str) -> list[str]:
+    return [
+        m.label, f"{m.traces:,}", f"{m.seconds:.2f}", _report.rate(m.rate),
+        _report.ratio(m.rate / core), vs_same_format, "-", "yes" if m.correct else "NO",
+    ]  # fmt: skip
 
 
 def peak_rss_kib() -> int:
@@ -189,15 +284,22 @@ def main() -> None:
     lines = [
         json.dumps(t, ensure_ascii=False).encode() for t in _traces(min(5000, args.core_sample))
     ]
-    costs = stage_costs(payloads, lines)
+    costs = stage_costs(payloads, lines, base / "stage.parquet")
     del payloads, lines  # the children measure their own peak RSS, but keep the parent small
+    grader = _core.Grader()
+    core_suite = grader.compile_suite(suite_bytes(workloads.suite()))
 
     rows = [
-        ["core grade_batch (in-process, bytes)", "-", "-", _report.rate(rate), "1.00x", "-", "yes"]
-    ]
+        ["core grade_batch (in-process, bytes)", f"{args.core_sample:,}", "-",
+         _report.rate(rate), "1.00x", "-", "-", "yes"]
+    ]  # fmt: skip
     rss: dict[tuple[str, int], float] = {}
     for n in sizes:
         inputs = write_inputs(base, n)
+        floors = read_floors(inputs, n)
+        same_format = same_format_core(inputs, n, grader, core_suite)
+        rows.extend(_in_process_row(m, rate, "-") for m in floors)
+        rows.extend(_in_process_row(m, rate, "1.00x") for m in same_format.values())
         for fmt, path in inputs.items():
             for out_fmt in ("jsonl", "parquet"):
                 if f"{fmt}:{out_fmt}" not in args.runs.split(","):
@@ -207,8 +309,9 @@ def main() -> None:
                 tps = result["traces"] / result["seconds"]
                 rss[(f"{fmt}->{out_fmt}", n)] = result["rss_kib"] / 1024
                 rows.append([
-                    f"regrade {fmt} → {out_fmt}", f"{n:,}", f"{result['seconds']:.1f}",
+                    f"regrade {fmt} → {out_fmt}", f"{n:,}", f"{result['seconds']:.2f}",
                     _report.rate(tps), _report.ratio(tps / rate),
+                    _report.ratio(tps / same_format[fmt].rate),
                     f"{result['rss_kib'] / 1024:,.0f}", "yes" if result["traces"] == n else "NO",
                 ])  # fmt: skip
                 out.unlink()
@@ -217,9 +320,12 @@ def main() -> None:
                 path.unlink()
     threads = os.cpu_count()
     print(_report.table(
-        f"regrade vs in-process core ({platform.machine()}, {threads} cores, chunk {CHUNK}; "
-        "ratio = traces/s over the core row, same run)",
-        ["run", "traces", "seconds", "traces/s", "vs core", "peak RSS MiB", "correct"],
+        f"regrade vs in-process core ({platform.machine()}, {threads} cores, chunk {CHUNK}, "
+        f"{_core.build_profile} build; all ratios from this run)\n"
+        "vs core = traces/s over the core row; vs same-format core = a regrade row over the "
+        f"core on its input format in memory (first min(traces, {SAMPLE:,}) traces)",
+        ["run", "traces", "seconds", "traces/s", "vs core", "vs same-format core",
+         "peak RSS MiB", "correct"],
         rows,
     ))  # fmt: skip
     print()

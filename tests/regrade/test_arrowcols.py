@@ -85,6 +85,29 @@ def test_rows_equal_the_json_path(
         _both(grader, suite, read)
 
 
+def _handed(batch: pa.RecordBatch) -> int:
+    """Bytes of the validity, offsets and values buffers columns() hands the core."""
+    buffers = arrowcols.columns(batch)
+    assert buffers is not None
+    return sum(len(b) for column in buffers.values() for b in column[2:5] if b is not None)
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large_string"])
+def test_a_slice_hands_over_its_own_rows_only(
+    graded: tuple[_core.Grader, _core.CompiledSuite], schema: pa.Schema
+) -> None:
+    # A slice points at its parent's whole buffers; only the bytes its rows reference (plus
+    # offsets and bitmaps) may be copied, or each batch of a table costs the whole table.
+    grader, suite = graded
+    parent = pa.RecordBatch.from_pylist(_ROWS * 500, schema=schema)
+    assert _handed(parent) <= parent.get_total_buffer_size()
+    for start, length in [(0, 4), (1001, 3), (parent.num_rows - 2, 2), (997, 40)]:
+        part = parent.slice(start, length)
+        assert part.get_total_buffer_size() > 20 * part.nbytes  # really a small slice
+        assert _handed(part) <= 2 * part.nbytes
+        _both(grader, suite, part)
+
+
 def test_workload_rows_equal_the_json_path(
     graded: tuple[_core.Grader, _core.CompiledSuite], workload: dict[str, Path]
 ) -> None:

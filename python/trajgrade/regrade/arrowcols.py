@@ -6,6 +6,10 @@ of arrowjson.json_lines → grade_json_traces_to_json. Supported: the native sch
 `final_answer` (large_)string, `calls` a (large_)list of ToolCall structs without null structs,
 times any non-negative integer type, `metadata` a map<(large_)string, (large_)string> without
 null values. Any other batch returns None and goes through arrowjson (or row by row).
+
+A sliced batch (`batch.slice(skip)` after a resume, `Table.to_batches`) still points at its
+parent's whole buffers; its columns are compacted first (`_compact`), so the bytes copied and
+checked are the rows' own, not the parent's.
 """
 
 from __future__ import annotations
@@ -28,6 +32,18 @@ def _is_string(t: pa.DataType) -> bool:
     import pyarrow as pa  # noqa: PLC0415
 
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _compact(arr: Any) -> Any:
+    """arr itself, or, when its buffers are over twice the bytes its rows reference (a slice of
+    a larger array), a copy of just those rows. pa.concat_arrays of one array copies the
+    referenced range of every buffer, children included, and rebases the offsets
+    (Table.combine_chunks of one chunk returns the slice unchanged)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if arr.get_total_buffer_size() <= 2 * arr.nbytes:
+        return arr
+    return pa.concat_arrays([arr])
 
 
 def _buffers(arr: Any) -> Buffers:
@@ -116,6 +132,7 @@ def columns(batch: pa.RecordBatch) -> dict[str, Buffers] | None:
     cols = dict(zip(batch.schema.names, batch.columns, strict=True))
     if batch.num_rows == 0 or not set(cols) <= {"id", "calls", "final_answer", "metadata"}:
         return None
+    cols = {name: _compact(col) for name, col in cols.items()}
     out: dict[str, Buffers] = {}
     for key in ("id", "final_answer"):
         if key in cols:
