@@ -127,9 +127,10 @@ def same_format_core(
     inputs: dict[str, Path], n: int, grader: _core.Grader, suite: _core.CompiledSuite
 ) -> dict[str, Measured]:
     """The core (all threads) on the first min(n, SAMPLE) traces of each input already in
-    memory: JSONL lines through grade_json_traces_to_json in CHUNK slices, Parquet batches
-    (iter_batches, as a regrade reads them) through arrowcols.grade. Correct = both formats
-    give the same rows."""
+    memory: JSONL lines through grade_json_traces_to_json in CHUNK slices; the same lines as
+    one bytes through grade_jsonl_block, CHUNK lines a call (the regrade's path, the JSONL
+    same-format row); Parquet batches (iter_batches, as a regrade reads them) through
+    arrowcols.grade. Correct = every path gives the same rows."""
     batches: list[pa.RecordBatch] = []
     held = 0
     for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
@@ -147,13 +148,28 @@ def same_format_core(
         for row in grader.grade_json_traces_to_json(suite, lines[i : i + CHUNK])
     ]
     json_seconds = time.perf_counter() - started
+    data = b"".join(lines)
+    del lines
+    started = time.perf_counter()
+    blocks, at = [], 0
+    while True:  # as a regrade's reader and grading stage do, minus the file and the Python
+        consumed, _, _ = _core.split_jsonl(data, at, CHUNK, True)
+        if not consumed:
+            break
+        blocks.append(grader.grade_jsonl_block(suite, data, at, at + consumed, 0).rows)
+        at += consumed
+    block_seconds = time.perf_counter() - started
     started = time.perf_counter()
     arrow_rows = [row for batch in batches for row in arrowcols.grade(grader, suite, batch) or []]
     arrow_seconds = time.perf_counter() - started
     same = len(json_rows) == held and json_rows == arrow_rows
+    same_blocks = b"".join(blocks) == b"".join(json_rows)
     return {
-        "jsonl": Measured(
+        "jsonl lines": Measured(
             "core grade_json_traces_to_json (JSONL lines in memory)", held, json_seconds, same
+        ),
+        "jsonl": Measured(
+            "core grade_jsonl_block (JSONL bytes in memory)", held, block_seconds, same_blocks
         ),
         "parquet": Measured(
             "core arrowcols.grade (Parquet batches in memory)", held, arrow_seconds, same
@@ -191,6 +207,10 @@ def stage_costs(payloads: list[bytes], lines: list[bytes], parquet: Path) -> dic
     started = time.perf_counter()
     rows = grader.grade_json_traces_to_json(core_suite, lines)
     costs["core grade_json_traces_to_json (all threads)"] = time.perf_counter() - started
+    data = b"\n".join(lines)
+    started = time.perf_counter()
+    grader.grade_jsonl_block(core_suite, data, 0, len(data), 0)
+    costs["core grade_jsonl_block (one block, all threads)"] = time.perf_counter() - started
     # One Summary for the whole run, as a regrade keeps it: name discovery happens once.
     summary = Summary(suite_id=suite.suite_id)
     summary.add_jsonl(rows[:CHUNK])
@@ -299,7 +319,10 @@ def main() -> None:
         floors = read_floors(inputs, n)
         same_format = same_format_core(inputs, n, grader, core_suite)
         rows.extend(_in_process_row(m, rate, "-") for m in floors)
-        rows.extend(_in_process_row(m, rate, "1.00x") for m in same_format.values())
+        rows.extend(
+            _in_process_row(m, rate, "1.00x" if key in inputs else "-")
+            for key, m in same_format.items()
+        )
         for fmt, path in inputs.items():
             for out_fmt in ("jsonl", "parquet"):
                 if f"{fmt}:{out_fmt}" not in args.runs.split(","):

@@ -95,3 +95,28 @@ def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Pat
     rows = list(read_rows(str(out)))
     reference = list(read_rows(str(big["reference"])))
     assert rows == reference
+
+
+def test_uncommitted_rows_after_crash_are_regraded(big: dict[str, Path], tmp_path: Path) -> None:
+    """JSONL rows appended but not yet in the manifest (crash before its rename) are cut off
+    by --resume and graded again: no duplicates, no garbage."""
+    out = tmp_path / "results.jsonl"
+    commits: list[int] = []
+
+    def crash_after_four(traces: int) -> None:
+        commits.append(traces)
+        if len(commits) == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        regrade([str(big["traces"])], big["suite"], str(out), chunk_size=900,
+                on_commit=crash_after_four)  # fmt: skip
+    rows = out.with_name(out.name + ".parts") / "rows.jsonl"
+    committed = rows.stat().st_size
+    assert committed > 0 and not out.exists()
+    with rows.open("ab") as handle:
+        handle.write(b'{"trace_id":"t00000000","half-written')
+    summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
+    assert summary.traces == 6000
+    assert out.read_bytes() == big["reference"].read_bytes()
+    assert not rows.parent.exists()

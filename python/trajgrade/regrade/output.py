@@ -164,18 +164,11 @@ def _release_unused() -> None:
 
 
 def write_part(
-    path: Path, rows: list[Row] | list[bytes], fmt: str, *, longest_row: int | None = None
+    path: Path, rows: list[Row] | list[bytes], *, longest_row: int | None = None
 ) -> None:
     """Write rows (dicts, or their JSONL row bytes, where one bytes may hold many rows when
-    `longest_row` gives the longest) to `path` durably (fsync); the caller renames it into
-    place."""
-    lines = [r if isinstance(r, bytes) else jsonl_line(r) for r in rows] if fmt == "jsonl" else []
-    if fmt == "jsonl":
-        with path.open("wb") as handle:
-            handle.write(b"".join(lines))
-            handle.flush()
-            os.fsync(handle.fileno())
-        return
+    `longest_row` gives the longest) to `path` as a Parquet part, durably (fsync); the caller
+    renames it into place. (JSONL rows go straight to the run's rows file: RunState.commit.)"""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     encoded = [r for r in rows if isinstance(r, bytes)]
@@ -191,17 +184,9 @@ def write_part(
         os.fsync(handle.fileno())
 
 
-def concatenate(parts: Iterable[Path], target: Path, fmt: str) -> None:
-    """Join part files into `target` durably (fsync); the caller renames it into place."""
-    if fmt == "jsonl":
-        with target.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as handle:
-                    while block := handle.read(1 << 20):
-                        out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-        return
+def concatenate(parts: Iterable[Path], target: Path) -> None:
+    """Join Parquet part files into `target` durably (fsync); the caller renames it into
+    place."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     with pq.ParquetWriter(target, arrow_schema()) as writer:

@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajgrade.regrade.output import Row, concatenate, write_part
+from trajgrade.regrade.output import Row, concatenate, jsonl_line, write_part
 from trajgrade.regrade.source import Position
 from trajgrade.regrade.summary import Summary
 
 MANIFEST = "manifest.json"
-VERSION = 1
+# JSONL output: the committed rows, appended chunk by chunk and renamed onto the output at
+# the end (no copy); the manifest records how many of its bytes are committed.
+ROWS = "rows.jsonl"
+VERSION = 2
 
 
 class ResumeError(Exception):
@@ -48,13 +51,18 @@ def _replace_json(path: Path, data: dict[str, Any]) -> None:
 
 @dataclass
 class RunState:
-    """The committed prefix of a run: chunk k is in part k iff the manifest lists k chunks.
+    """The committed prefix of a run.
 
-    Protocol: write part k to a temp file, fsync, rename; then rewrite the manifest (temp,
-    fsync, rename) with chunks = k + 1, the reader position and the summary. A crash between
-    the two leaves an orphan part k that the next --resume deletes and regrades. The output
-    itself is assembled from the parts into a temp file and renamed into place at the end, so
-    it is either the previous file or the complete new one, never half written.
+    JSONL output: chunk rows are appended to one rows file and fsynced; then the manifest is
+    rewritten (temp, fsync, rename) with the rows file's committed length, chunks = k + 1, the
+    reader position and the summary. A crash between the two leaves rows past that length,
+    which the next --resume truncates away and regrades. At the end the rows file is renamed
+    onto the output.
+    Parquet output: chunk k is in part k iff the manifest lists k chunks; part k is written to
+    a temp file, fsynced and renamed before the manifest is rewritten, and a crash between the
+    two leaves an orphan part k that --resume deletes. At the end the parts are assembled into
+    a temp file renamed onto the output.
+    Either way the output is the previous file or the complete new one, never half written.
     """
 
     out: Path
@@ -63,6 +71,7 @@ class RunState:
     chunks: int = 0
     position: Position = field(default_factory=Position)
     summary: Summary | None = None
+    rows_bytes: int = 0
 
     @property
     def directory(self) -> Path:
@@ -83,6 +92,11 @@ class RunState:
                     "continue it, or delete that directory to start over"
                 )
             raw = json.loads(manifest.read_text(encoding="utf-8"))
+            if raw["identity"].get("version") != VERSION:
+                raise ResumeError(
+                    f"{state.directory} was written by another trajgrade version; delete it "
+                    "to start over"
+                )
             if raw["identity"] != state.identity:
                 raise ResumeError(
                     f"{state.directory} belongs to a run with other inputs, suite or output "
@@ -91,7 +105,12 @@ class RunState:
             state.chunks = raw["chunks"]
             state.position = Position.from_json(raw["position"])
             state.summary = Summary.from_json(raw["summary"])
-            # Parts past the manifest were written but never committed: regrade them.
+            state.rows_bytes = raw.get("rows_bytes", 0)
+            # Rows or parts past the manifest were written but never committed: regrade them.
+            if fmt == "jsonl":
+                with state.rows_path.open("r+b") as rows:
+                    rows.truncate(state.rows_bytes)
+                    os.fsync(rows.fileno())
             for leftover in state.directory.iterdir():
                 if leftover.name.startswith("part-") and not _committed(leftover, state.chunks):
                     leftover.unlink()
@@ -99,7 +118,13 @@ class RunState:
         if state.directory.exists():
             shutil.rmtree(state.directory)  # no manifest: nothing was ever committed
         state.directory.mkdir(parents=True)
+        if fmt == "jsonl":
+            state.rows_path.touch()
         return state
+
+    @property
+    def rows_path(self) -> Path:
+        return self.directory / ROWS
 
     def commit(
         self,
@@ -112,10 +137,19 @@ class RunState:
         """Make one more chunk durable, then advance the manifest past it (`longest_row`: see
         write_part)."""
         index = self.chunks
-        final = self.part(index)
-        tmp = final.with_name(final.name + ".tmp")
-        write_part(tmp, rows, self.fmt, longest_row=longest_row)
-        os.replace(tmp, final)
+        if self.fmt == "jsonl":
+            with self.rows_path.open("r+b") as handle:
+                handle.seek(self.rows_bytes)
+                for row in rows:
+                    handle.write(row if isinstance(row, bytes) else jsonl_line(row))
+                handle.flush()
+                os.fsync(handle.fileno())
+                self.rows_bytes = handle.tell()
+        else:
+            final = self.part(index)
+            tmp = final.with_name(final.name + ".tmp")
+            write_part(tmp, rows, longest_row=longest_row)
+            os.replace(tmp, final)
         self.chunks = index + 1
         self.position = position
         _replace_json(
@@ -125,18 +159,22 @@ class RunState:
                 "chunks": self.chunks,
                 "position": position.to_json(),
                 "summary": summary.to_json(),
+                "rows_bytes": self.rows_bytes,
             },
         )
 
     def finish(self) -> None:
-        """Assemble the output atomically, then drop the run state."""
-        tmp = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
-        try:
-            concatenate((self.part(i) for i in range(self.chunks)), tmp, self.fmt)
-            os.replace(tmp, self.out)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        """Put the output in place atomically, then drop the run state."""
+        if self.fmt == "jsonl":  # every row is committed (fsynced) in the rows file already
+            os.replace(self.rows_path, self.out)
+        else:
+            tmp = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
+            try:
+                concatenate((self.part(i) for i in range(self.chunks)), tmp)
+                os.replace(tmp, self.out)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
         _fsync_dir(self.out.parent)
         shutil.rmtree(self.directory)
 
