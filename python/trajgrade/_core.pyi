@@ -156,6 +156,14 @@ class Grader:
         columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
     ) -> list[bytes]:
         """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
+    def grade_arrow_block(
+        self,
+        suite: CompiledSuite,
+        rows: int,
+        columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+        max_failing: int,
+    ) -> JsonlBlock:
+        """As grade_arrow_traces_to_json, the rows in one JsonlBlock (a mark's line = its row)."""
     def decode_only(self, traces: list[bytes]) -> int:
         """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""
 

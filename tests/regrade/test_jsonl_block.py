@@ -1,6 +1,7 @@
 """Native JSONL graded by the block (Grader.grade_jsonl_block, source READ_BYTES reads): the
-same output bytes and the same summary as the line-by-line path, whatever the chunk and read
-sizes, on files with bad, blank, CRLF and unterminated lines."""
+same output bytes and the same summary as the row-by-row path (Python decode, Summary.add),
+whatever the chunk and read sizes, on files with bad, blank, CRLF and unterminated lines; the
+block's counts and marks, and Summary.add_block against Summary.add."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import regrade_workload
 from trajgrade import _core
-from trajgrade.regrade import read_rows, regrade, source
+from trajgrade.regrade import arrowcols, read_rows, regrade, source
+from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import row_from_json
 from trajgrade.regrade.summary import Summary
@@ -40,12 +44,14 @@ def _messy(path: Path, n: int = 400) -> Path:
     return path
 
 
-def _line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LocalBackend, "jsonl_blocks", False)
+def _row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regrade as items: each line decoded in Python (upb, json_format) and graded from Trace
+    bytes, each row counted by Summary.add: the reference for the core's blocks."""
+    monkeypatch.setattr(LocalBackend, "raw_input", False)
 
 
 @pytest.mark.parametrize(("chunk_size", "read_bytes"), [(5, 257), (64, 4096), (5000, 16 << 20)])
-def test_blocks_equal_line_by_line(
+def test_blocks_equal_row_by_row(
     workload: dict[str, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -59,7 +65,7 @@ def test_blocks_equal_line_by_line(
             blocks = regrade([str(data)], workload["suite"], str(tmp_path / f"b.{suffix}"),
                              chunk_size=chunk_size)  # fmt: skip
         with monkeypatch.context() as m:
-            _line_by_line(m)
+            _row_by_row(m)
             lines = regrade([str(data)], workload["suite"], str(tmp_path / f"l.{suffix}"),
                             chunk_size=chunk_size)  # fmt: skip
         assert blocks.to_json() == lines.to_json()
@@ -149,3 +155,52 @@ def test_split_jsonl() -> None:
     assert _core.split_jsonl(data, 0, 5, True) == (len(data), 3, 5)
     assert _core.split_jsonl(data, 27, 5, False) == (0, 0, 0)
     assert _core.split_jsonl(data, 27, 5, True) == (10, 1, 1)
+
+
+@pytest.mark.parametrize("sample", [0, 3, 200])
+@pytest.mark.parametrize("per_block", [1, 7, 64])
+def test_add_block_equals_row_summary(
+    workload: dict[str, Path], tmp_path: Path, sample: int, per_block: int
+) -> None:
+    grader = _core.Grader()
+    suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+    lines = _lines(_messy(tmp_path / "messy.jsonl", 150).read_bytes())
+    reference = Summary(suite_id=suite.suite_id, failure_sample=sample)
+    counted = Summary(suite_id=suite.suite_id, failure_sample=sample)
+    for start in range(0, len(lines), per_block):
+        if start // per_block == len(lines) // per_block // 2:  # resumed from the manifest
+            counted = Summary.from_json(json.loads(json.dumps(counted.to_json())))
+        data = b"".join(lines[start : start + per_block])
+        # As the pipeline does: no failing rows marked once the sample is full.
+        max_failing = 0 if len(counted.failures) >= sample else sample
+        block = grader.grade_jsonl_block(suite, data, 0, len(data), max_failing)
+        fixed = {m.item: block.rows[m.row_start : m.row_end] for m in block.marks if m.error}
+        counted.add_block(block, fixed)
+        reference.add(row_from_json(json.loads(row)) for row in block.rows.splitlines())
+    assert counted.to_json() == reference.to_json()
+    assert reference.errors > 0 and reference.soft_failures > 0
+    assert len(reference.failures) == min(sample, reference.failed + reference.errors)
+
+
+def test_parquet_json_lines_equal_row_by_row(
+    workload: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet batches the core cannot read from buffers (here a `finalAnswer` column) go as a
+    block of JSON lines (arrowjson); rows and error rows (`file:row N`) as row by row."""
+    rows = []
+    for trace in regrade_workload.iter_trace_dicts(60, seed=9):
+        trace["finalAnswer"] = trace.pop("final_answer", "")
+        rows.append(trace)
+    rows[7]["calls"][0]["start_time_unix_nano"] = -5  # not a uint64: INVALID_TRACE
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=25)
+    batch = next(pq.ParquetFile(path).iter_batches())
+    assert arrowcols.columns(batch) is None and json_lines(batch) is not None
+    raw = regrade([str(path)], workload["suite"], str(tmp_path / "raw.jsonl"), chunk_size=16)
+    with monkeypatch.context() as m:
+        _row_by_row(m)
+        items = regrade([str(path)], workload["suite"], str(tmp_path / "items.jsonl"))
+    assert raw.to_json() == items.to_json()
+    assert (tmp_path / "raw.jsonl").read_bytes() == (tmp_path / "items.jsonl").read_bytes()
+    error = [r for r in read_rows(str(tmp_path / "raw.jsonl")) if r["error"] is not None]
+    assert len(error) == 1 and error[0]["error"]["field"] == "t.parquet:row 8"

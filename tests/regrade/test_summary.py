@@ -1,5 +1,5 @@
-"""The chunk-wise summary (byte counts) and the JSONL → Arrow table path, each against the
-row-by-row reference on hand-built rows."""
+"""The JSONL → Arrow table path (Parquet parts) against the row-by-row reference on hand-built
+rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pyarrow as pa
-import pytest
 from trajgrade.regrade.output import (
     arrow_schema,
     arrow_table,
@@ -16,7 +15,6 @@ from trajgrade.regrade.output import (
     jsonl_line,
     row_from_json,
 )
-from trajgrade.regrade.summary import Summary
 
 NAMES = ["tool_count:get_*", 'odd "q" \\ é', "ünïcode ✓", "step_count"]
 
@@ -59,47 +57,6 @@ def _rows(n: int) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _reference(lines: list[bytes], sample: int) -> dict[str, Any]:
-    reference = Summary(suite_id="s1", failure_sample=sample)
-    reference.add(row_from_json(json.loads(line)) for line in lines)
-    return reference.to_json()
-
-
-def _counted(lines: list[bytes], chunk: int, sample: int) -> dict[str, Any]:
-    """add_jsonl over the lines in chunks (falling back to add() only where it must)."""
-    counted = Summary(suite_id="s1", failure_sample=sample)
-    for start in range(0, len(lines), chunk):
-        if start == len(lines) // 2:  # resumed from the manifest halfway
-            counted = Summary.from_json(json.loads(json.dumps(counted.to_json())))
-        counted.add_jsonl(lines[start : start + chunk])
-    return counted.to_json()
-
-
-@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
-@pytest.mark.parametrize("sample", [0, 3, 200])
-def test_chunk_summary_equals_row_summary(
-    chunk: int, sample: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    lines = [jsonl_line(row) for row in _rows(300)]
-    expected = _reference(lines, sample)
-
-    def no_row_fallback(self: Summary, rows: object) -> None:
-        raise AssertionError("counted row by row")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(Summary, "add", no_row_fallback)
-        assert _counted(lines, chunk, sample) == expected
-    assert expected["soft_failures"] > 0 and expected["errors"] > 0
-    assert set(expected["assertions"]) == set(NAMES)
-
-
-def test_unexpected_result_layout_counts_the_same() -> None:
-    """A result whose severity key is spaced still counts as the rows say."""
-    lines = [jsonl_line(row) for row in _rows(40)]
-    lines[12] = lines[12].replace(b'","severity":"', b'","severity" :"', 1)
-    assert _counted(lines, 40, 5) == _reference(lines, 5)
 
 
 def test_arrow_table_from_jsonl_equals_arrow_table() -> None:

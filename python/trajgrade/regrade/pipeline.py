@@ -164,8 +164,7 @@ def run_pipeline(
                 files,
                 chunk_size,
                 state.position,
-                raw_lines=getattr(backend, "raw_lines", False),
-                jsonl_blocks=getattr(backend, "jsonl_blocks", False),
+                raw_input=getattr(backend, "raw_input", False),
             ),
             read_q,
             stop,
@@ -192,15 +191,12 @@ def run_pipeline(
         grader.start()
         try:
             for chunk in _drain(graded_q, stop):
-                if chunk.graded is not None:  # a JSONL block: rows and counts from the core
+                if chunk.graded is not None:  # a raw chunk: rows and counts from the core
                     summary.add_block(chunk.graded, chunk.fixed)
                     longest = max([chunk.graded.longest_row, *map(len, chunk.fixed.values())])
                     state.commit(chunk.rows or [], chunk.end, summary, longest_row=longest)
                     if len(summary.failures) >= summary.failure_sample:
                         _sample_full(backend)
-                elif chunk.rows is not None:  # JSONL rows straight from the core
-                    summary.add_jsonl(chunk.rows)
-                    state.commit(chunk.rows, chunk.end, summary)
                 else:
                     rows = chunk_rows(chunk, backend.suite_id)
                     summary.add(rows)

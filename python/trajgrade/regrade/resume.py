@@ -140,8 +140,7 @@ class RunState:
         if self.fmt == "jsonl":
             with self.rows_path.open("r+b") as handle:
                 handle.seek(self.rows_bytes)
-                for row in rows:
-                    handle.write(row if isinstance(row, bytes) else jsonl_line(row))
+                handle.write(b"".join(r if isinstance(r, bytes) else jsonl_line(r) for r in rows))
                 handle.flush()
                 os.fsync(handle.fileno())
                 self.rows_bytes = handle.tell()

@@ -66,47 +66,41 @@ class Chunk:
     index: int = 0
     # Filled in by the grading stage: one TraceOutcome (bytes) per item.
     outcomes: list[bytes] = field(default_factory=list)
-    # Raw native JSONL chunks (read_chunks(raw_lines=True)): every item is one line's bytes and
-    # line_nos[i] its line number (-1 when unknown after a resume); the grading stage fills
-    # `rows` with each item's JSONL result row (docs/regrade.md) instead of `outcomes`.
-    # Parquet rows converted to such lines (arrowjson) have unit "row".
-    raw_lines: bool = False
+    # Raw input (read_chunks(raw_input=True)) that the core reads itself, `count` traces and
+    # no items: native JSONL (or Parquet rows as JSON lines, arrowjson) as the whole lines
+    # block[start:stop], or a Parquet record batch with its Arrow buffers (arrowcols).
+    # first_line is the line (unit "line") or row (unit "row") number of the first one, 0
+    # when unknown (after a JSONL resume). The grading stage fills `rows` with one bytes of
+    # every JSONL result row (docs/regrade.md), `graded` with the core's JsonlBlock (counts
+    # and marks) and `fixed` with the rewritten row of each error row, by item.
     source: str = ""
-    line_nos: list[int] = field(default_factory=list)
     unit: str = "line"
-    rows: list[bytes] | None = None
-    # Parquet rows the core grades from their Arrow buffers (arrowcols): the record batch;
-    # items are then b"" placeholders until an error row needs its line (arrowjson).
-    batch: Any = None
-    arrow_columns: dict[str, arrowcols.Buffers] | None = None
-    # Native JSONL read by the block (read_chunks(jsonl_blocks=True)): the chunk is the whole
-    # lines block[start:stop], holding `count` traces; first_line is the line number of its
-    # first line (0 when unknown after a resume). The core grades the block in one call
-    # (Grader.grade_jsonl_block) and the grading stage fills `rows` with one bytes (every row)
-    # and `graded` with the block's counts and marks; `fixed` maps the item of each error
-    # row to the row it was rewritten to.
+    first_line: int = 0
+    count: int = 0
     block: bytes | None = None
     start: int = 0
     stop: int = 0
-    count: int = 0
-    first_line: int = 0
+    batch: Any = None
+    arrow_columns: dict[str, arrowcols.Buffers] | None = None
+    rows: list[bytes] | None = None
     graded: Any = None
     fixed: dict[int, bytes] = field(default_factory=dict)
 
     @property
+    def raw(self) -> bool:
+        """Raw input for the core (a block or an Arrow batch), not items."""
+        return self.block is not None or self.arrow_columns is not None
+
+    @property
     def traces(self) -> int:
         """Traces (and read failures) in this chunk."""
-        return self.count if self.block is not None else len(self.items)
+        return self.count if self.raw else len(self.items)
 
     def where(self, i: int, line: int | None = None) -> str:
-        """The error `field` of raw item i (in a block chunk: at line index `line` of the
-        block): `file:line N` / `file:row N` (or `file:trace N` after a JSONL resume)."""
-        if self.block is not None:
-            line_no = self.first_line + line if self.first_line > 0 and line is not None else -1
-        else:
-            line_no = self.line_nos[i]
-        if line_no > 0:
-            return f"{self.source}:{self.unit} {line_no}"
+        """The error `field` of raw item i (at line index `line` of a block, which counts
+        blank lines): `file:line N` / `file:row N`, or `file:trace N` after a JSONL resume."""
+        if self.first_line > 0:
+            return f"{self.source}:{self.unit} {self.first_line + (i if line is None else line)}"
         return f"{self.source}:trace {self.end.traces - self.traces + i + 1}"
 
 
@@ -165,31 +159,6 @@ def resolve_inputs(paths: Sequence[str], requested: str) -> list[InputFile]:
     return files
 
 
-def _jsonl_raw(
-    file: InputFile, offset: int, chunk_size: int
-) -> Iterator[tuple[list[bytes | ReadFailure], int, int, list[int]]]:
-    """(lines, end offset, bytes read, line numbers) per chunk of a native JSONL file."""
-    with open(file.path, "rb") as handle:
-        handle.seek(offset)
-        items: list[bytes | ReadFailure] = []
-        where: list[int] = []
-        start = offset
-        line_no = 0 if offset == 0 else -1  # line numbers are exact only from the start
-        for line in handle:
-            offset += len(line)
-            if line_no >= 0:
-                line_no += 1
-            if line.isspace():
-                continue
-            items.append(line)
-            where.append(line_no)
-            if len(items) >= chunk_size:
-                yield items, offset, offset - start, where
-                items, where, start = [], [], offset
-        if items:
-            yield items, offset, offset - start, where
-
-
 def _read_at(handle: BinaryIO, offset: int, size: int) -> tuple[bytes, bool]:
     """Up to `size` bytes from `offset`, and whether the file ended within them."""
     handle.seek(offset)
@@ -240,8 +209,8 @@ def _jsonl_block_chunks(
         traces += count
         offset += stop - first
         yield Chunk(
-            [], Position(index, offset, traces), stop - first, raw_lines=True, source=name,
-            block=block, start=first, stop=stop, count=count, first_line=max(line + 1, 0),
+            [], Position(index, offset, traces), stop - first, source=name, count=count,
+            first_line=max(line + 1, 0), block=block, start=first, stop=stop,
         )  # fmt: skip
         if line >= 0:
             line += lines
@@ -308,10 +277,11 @@ def _batches(
 
 
 def _parquet(
-    file: InputFile, offset: int, chunk_size: int, raw_lines: bool = False
-) -> Iterator[tuple[list[bytes | ReadFailure], int, int, Any]]:
+    file: InputFile, offset: int, chunk_size: int, raw_input: bool = False
+) -> Iterator[tuple[list[bytes | ReadFailure], int, int, dict[str, Any] | None]]:
     """(items, end row, bytes read, raw) per chunk of a Parquet file with one row per trace;
-    raw is True for JSON lines, (batch, its arrowcols buffers) for Arrow rows, else False."""
+    raw (with raw_input, for layouts the core reads) is the raw Chunk's fields: the batch and
+    its arrowcols buffers, or its rows as a block of JSON lines (arrowjson); else None."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
@@ -337,31 +307,33 @@ def _parquet(
         part = batch.slice(skip)
         row += skip
         items: list[bytes | ReadFailure] = []
-        buffers = arrowcols.columns(part) if raw_lines and not binary else None
-        if buffers is not None:
+        raw: dict[str, Any] | None = None
+        if raw_input and not binary:
+            buffers = arrowcols.columns(part)
+            if buffers is not None:
+                raw = {"batch": part, "arrow_columns": buffers}
+            elif (lines := json_lines(part)) is not None:
+                block = b"\n".join(lines) + b"\n"  # a JSON line holds no raw newline
+                raw = {"block": block, "stop": len(block)}
+        if raw is not None:
             row += part.num_rows
-            yield [b""] * part.num_rows, row, int(part.num_rows * per_row), (part, buffers)
-            continue
-        lines = json_lines(part) if raw_lines and not binary else None
-        if lines is not None:
-            row += part.num_rows
-            yield list(lines), row, int(part.num_rows * per_row), True
+            yield [], row, int(part.num_rows * per_row), raw
             continue
         if binary:
             items.extend(
                 value if value is not None else b"" for value in part.column(0).to_pylist()
             )
         else:
-            for number, raw in enumerate(part.to_pylist(), start=row + 1):
+            for number, record in enumerate(part.to_pylist(), start=row + 1):
                 try:
-                    items.append(trace_bytes_from_dict(_parquet_row(raw)))
+                    items.append(trace_bytes_from_dict(_parquet_row(record)))
                 except TraceJsonError as exc:
-                    trace_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
+                    trace_id = record.get("id") if isinstance(record.get("id"), str) else ""
                     items.append(
                         ReadFailure(trace_id, f"{Path(file.path).name}:row {number}", str(exc))
                     )
         row += part.num_rows
-        yield items, row, int(part.num_rows * per_row), False
+        yield items, row, int(part.num_rows * per_row), None
 
 
 def _imported(
@@ -393,48 +365,39 @@ def read_chunks(
     chunk_size: int,
     start: Position | None = None,
     *,
-    raw_lines: bool = False,
-    jsonl_blocks: bool = False,
+    raw_input: bool = False,
 ) -> Iterator[Chunk]:
     """Every input record in order, in chunks of at most chunk_size, starting after `start`.
 
-    With raw_lines, native JSONL chunks carry the undecoded lines (Chunk.raw_lines) for a
-    backend that decodes them itself (the core's grade_json_traces_to_json); with
-    jsonl_blocks, they are blocks of whole lines (Chunk.block) for grade_jsonl_block.
+    With raw_input, native JSONL and Parquet in a layout the core reads come as raw chunks
+    (Chunk.raw) for a backend that grades them in the core (Grader.grade_jsonl_block,
+    grade_arrow_block); everything else as items of serialized Traces.
     """
     start = start or Position()
     traces = start.traces
     for index in range(start.file, len(files)):
         file = files[index]
         offset = start.offset if index == start.file else 0
-        if file.format == "jsonl" and jsonl_blocks:
+        if file.format == "jsonl" and raw_input:
             for chunk in _jsonl_block_chunks(file, index, offset, chunk_size, traces):
                 traces = chunk.end.traces
                 yield chunk
-            continue
-        if file.format == "jsonl" and raw_lines:
-            name = Path(file.path).name
-            for items, end, read, line_nos in _jsonl_raw(file, offset, chunk_size):
-                traces += len(items)
-                yield Chunk(
-                    items, Position(index, end, traces), read, raw_lines=True, source=name,
-                    line_nos=line_nos,
-                )  # fmt: skip
             continue
         if file.format == "jsonl":
             parts = _jsonl(file, index, offset, chunk_size, traces)
         elif file.format == "parquet":
             name, row = Path(file.path).name, offset
-            for items, end, read, raw in _parquet(file, offset, chunk_size, raw_lines):
-                traces += len(items)
-                chunk = Chunk(items, Position(index, end, traces), read)
-                if raw is not False:
-                    chunk.raw_lines, chunk.source, chunk.unit = True, name, "row"
-                    if raw is not True:
-                        chunk.batch, chunk.arrow_columns = raw
-                    chunk.line_nos = list(range(row + 1, end + 1))
+            for items, end, read, raw in _parquet(file, offset, chunk_size, raw_input):
+                if raw is None:
+                    traces += len(items)
+                    yield Chunk(items, Position(index, end, traces), read)
+                else:
+                    traces += end - row
+                    yield Chunk(
+                        [], Position(index, end, traces), read, source=name, unit="row",
+                        first_line=row + 1, count=end - row, **raw,
+                    )  # fmt: skip
                 row = end
-                yield chunk
             continue
         else:
             parts = _imported(file, offset, chunk_size)

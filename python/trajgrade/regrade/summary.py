@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
-from trajgrade.regrade.output import ERROR_MARKER, Row, row_from_json
+from trajgrade.regrade.output import Row, row_from_json
 
 if TYPE_CHECKING:
     from trajgrade._core import JsonlBlock
-
-# Byte patterns of the JSONL rows (docs/regrade.md; key order fixed). Inside a JSON string
-# every `"` is escaped, so each of these sequences can only be the structure it names.
-_VERDICT = b'","verdict":"VERDICT_'
-_PASS = b'","verdict":"VERDICT_PASS"'
-_NO_SOFT = b',"soft_failures":0,'
-_SOFT = re.compile(rb',"soft_failures":(\d+),')
-_RESULT = b'{"name":"'
-_RESULT_NAMED = re.compile(rb'\{"name":"((?:[^"\\]|\\.)*)","status":"[A-Z_]+","severity":"(\w+)"')
 
 # Failing traces kept for the report; bounded so memory stays flat however long the run.
 DEFAULT_FAILURE_SAMPLE = 200
@@ -63,10 +53,6 @@ class Summary:
     error_codes: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     failure_sample: int = DEFAULT_FAILURE_SAMPLE
-    # add_jsonl: assertion names as they appear (JSON-escaped) in the rows → the name.
-    _raw_names: dict[bytes, str] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
 
     @property
     def pass_rate(self) -> float:
@@ -98,47 +84,6 @@ class Summary:
             if row["verdict"] != "VERDICT_PASS":
                 self._sample(row, failing)
 
-    def add_jsonl(self, rows: list[bytes]) -> None:
-        """Count JSONL rows (jsonl_line's bytes, in input order) exactly as add() would, with a
-        few byte counts per chunk instead of a parse per row.
-
-        Every count is cross-checked (rows = graded + errors, results = the sum over names);
-        on any mismatch the chunk is counted row by row from the parsed JSON instead.
-        """
-        data = b"".join(rows)
-        graded, errors = data.count(_VERDICT), data.count(ERROR_MARKER)
-        if graded + errors != len(rows):
-            self.add(row_from_json(json.loads(row)) for row in rows)
-            return
-        names = self._count_names(data)
-        if names is None:
-            self.add(row_from_json(json.loads(row)) for row in rows)
-            return
-        sample_full = len(self.failures) >= self.failure_sample
-        if errors or not sample_full:
-            # Error rows (rare) and, until the sample is full, failing rows: parsed one by one.
-            for row in rows:
-                if ERROR_MARKER in row:
-                    self._add_error(row_from_json(json.loads(row)))
-                elif not sample_full and _PASS not in row:
-                    parsed = row_from_json(json.loads(row))
-                    self._sample(
-                        parsed,
-                        [r for r in parsed["results"] if r["status"] != "ASSERTION_STATUS_PASS"],
-                    )
-                    sample_full = len(self.failures) >= self.failure_sample
-            self.traces -= errors  # _add_error counted them; they are counted once below
-        self.traces += len(rows)
-        passed = data.count(_PASS)
-        self.passed += passed
-        self.failed += graded - passed
-        if data.count(_NO_SOFT) != graded:
-            self.soft_failures += sum(int(n) for n in _SOFT.findall(data))
-        for name, (total, passes) in names.items():
-            stats = self.assertions[name]
-            stats.passed += passes
-            stats.failed += total - passes
-
     def add_block(self, block: JsonlBlock, fixed: dict[int, bytes]) -> None:
         """Count a graded JSONL block (Grader.grade_jsonl_block) exactly as add() would count
         its rows: the core's counts for the graded rows; the marked rows parsed one by one, in
@@ -164,29 +109,6 @@ class Summary:
                 stats = self.assertions[name] = AssertionStats(severity)
             stats.passed += passed
             stats.failed += failed
-
-    def _count_names(self, data: bytes) -> dict[str, tuple[int, int]] | None:
-        """(results, passes) per assertion name in the rows, new names registered in order of
-        first appearance with their severity; None if the counts do not add up."""
-        total = data.count(_RESULT)
-        known = self._raw_names
-        for _ in range(2):
-            counts = {}
-            for raw, name in known.items():
-                prefix = _RESULT + raw + b'","status":"ASSERTION_STATUS_'
-                results = data.count(prefix)
-                if results:
-                    counts[name] = (results, data.count(prefix + b'PASS"'))
-            if sum(results for results, _ in counts.values()) == total:
-                return counts
-            # A name not seen yet (first chunk, or after a resume): find them all, in order.
-            for match in _RESULT_NAMED.finditer(data):
-                raw = match.group(1)
-                if raw not in known:
-                    name = known[raw] = json.loads(b'"' + raw + b'"')
-                    if name not in self.assertions:
-                        self.assertions[name] = AssertionStats(match.group(2).decode())
-        return None
 
     def _add_error(self, row: Row) -> None:
         self.traces += 1

@@ -1,5 +1,6 @@
 //! The `Grader`: a dedicated rayon pool, the suite caches, and the byte-level batch API.
 use std::num::NonZeroUsize;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
@@ -318,24 +319,56 @@ impl Grader {
         data: &[u8],
         max_failing: usize,
     ) -> BlockRows {
-        // Lines are graded in small runs, each writing into one buffer (no per-row allocation),
-        // then the runs are joined in order.
-        const RUN: usize = 16;
         let lines = crate::jsonl_block::lines(data);
+        self.graded_block(suite, lines.len(), max_failing, |i| {
+            let line = &lines[i];
+            let graded = guarded_result(
+                || self.json_line_result(suite, line.text, i),
+                || crate::rows::lenient_json_id(line.text),
+                i,
+            );
+            (graded, line.index, line.start..line.start + line.text.len())
+        })
+    }
+
+    /// As [`Grader::grade_jsonl_block`] for the rows of Arrow columns (the rows of
+    /// [`Grader::grade_arrow_traces_to_json`] in one buffer); a mark's `line` is its row and
+    /// its `text` empty.
+    pub fn grade_arrow_block(
+        &self,
+        suite: &CompiledSuite,
+        traces: &ArrowTraces<'_>,
+        max_failing: usize,
+    ) -> BlockRows {
+        self.graded_block(suite, traces.rows(), max_failing, |i| {
+            let graded = guarded_result(
+                || self.grade_arrow_row(suite, traces, i),
+                || traces.id(i).to_owned(),
+                i,
+            );
+            (graded, i, 0..0)
+        })
+    }
+
+    /// Items `0..n` graded by `one` (its outcome, line index and text range) into one
+    /// [`BlockRows`]: small runs in parallel, each writing into one buffer (no per-row
+    /// allocation), then joined in order.
+    fn graded_block(
+        &self,
+        suite: &CompiledSuite,
+        n: usize,
+        max_failing: usize,
+        one: impl Fn(usize) -> (Result<GradeResult, ItemError>, usize, Range<usize>) + Sync,
+    ) -> BlockRows {
+        const RUN: usize = 16;
         let runs: Vec<BlockRows> = self.pool.install(|| {
-            lines
-                .par_chunks(RUN)
-                .enumerate()
-                .map(|(r, run)| {
+            (0..n.div_ceil(RUN))
+                .into_par_iter()
+                .map(|r| {
                     let mut out = BlockRows::default();
-                    for (j, line) in run.iter().enumerate() {
-                        let i = r * RUN + j;
-                        let graded = guarded_result(
-                            || self.json_line_result(suite, line.text, i),
-                            || crate::rows::lenient_json_id(line.text),
-                            i,
-                        );
-                        out.add(j, line, &graded, suite.id(), max_failing);
+                    for i in r * RUN..n.min(r * RUN + RUN) {
+                        let (graded, line, text) = one(i);
+                        out.add(i - r * RUN, line, text, &graded, suite.id(), max_failing);
                     }
                     out
                 })

@@ -94,11 +94,12 @@ pub struct AssertionCount {
 pub struct Mark {
     /// Index among the block's items (rows).
     pub item: usize,
-    /// Index of its line among all the block's lines (see [`Line::index`]).
+    /// Index of its line among all the block's lines (see [`Line::index`]); for Arrow rows,
+    /// the row.
     pub line: usize,
     /// The row in [`BlockRows::rows`].
     pub row: Range<usize>,
-    /// The line in the block.
+    /// The line in the block (empty for Arrow rows).
     pub text: Range<usize>,
     pub error: bool,
 }
@@ -122,11 +123,13 @@ pub struct BlockRows {
 }
 
 impl BlockRows {
-    /// Writes and counts line `item`'s outcome; failing rows are marked until `max_failing`.
+    /// Writes and counts item `item`'s outcome (from line `line`, bytes `text` of the block);
+    /// failing rows are marked until `max_failing`.
     pub fn add(
         &mut self,
         item: usize,
-        line: &Line<'_>,
+        line: usize,
+        text: Range<usize>,
         graded: &Result<GradeResult, ItemError>,
         suite_id: &str,
         max_failing: usize,
@@ -148,13 +151,7 @@ impl BlockRows {
         self.items += 1;
         self.longest_row = self.longest_row.max(self.rows.len() - start);
         if let Some(error) = mark {
-            self.marks.push(Mark {
-                item,
-                line: line.index,
-                row: start..self.rows.len(),
-                text: line.start..line.start + line.text.len(),
-                error,
-            });
+            self.marks.push(Mark { item, line, row: start..self.rows.len(), text, error });
         }
     }
 

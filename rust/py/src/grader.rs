@@ -204,6 +204,37 @@ fn raw_array(c: &ColumnBuffers) -> RawArray<'_> {
     }
 }
 
+/// `ValueError` for a column name the Arrow entry points do not know.
+fn check_columns(columns: &HashMap<String, ColumnBuffers>) -> PyResult<()> {
+    match columns.keys().find(|k| !ARROW_COLUMNS.contains(&k.as_str())) {
+        Some(name) => Err(PyValueError::new_err(format!(
+            "unknown column {name:?}; expected one of {ARROW_COLUMNS:?}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The batch's columns as the core reads them (absent columns `None`).
+fn raw_traces(rows: usize, columns: &HashMap<String, ColumnBuffers>) -> RawTraces<'_> {
+    let get = |name: &str| columns.get(name).map(raw_array);
+    RawTraces {
+        rows,
+        id: get("id"),
+        final_answer: get("final_answer"),
+        calls: get("calls"),
+        call_name: get("calls.name"),
+        call_arguments_json: get("calls.arguments_json"),
+        call_result: get("calls.result"),
+        call_error: get("calls.error"),
+        call_id: get("calls.id"),
+        call_start_time_unix_nano: get("calls.start_time_unix_nano"),
+        call_end_time_unix_nano: get("calls.end_time_unix_nano"),
+        metadata: get("metadata"),
+        metadata_key: get("metadata.key"),
+        metadata_value: get("metadata.value"),
+    }
+}
+
 /// Limits, a dedicated thread pool and the compiled-suite cache; shared by every thread.
 #[pyclass(frozen, name = "Grader", module = "trajgrade._core")]
 pub struct PyGrader {
@@ -376,34 +407,35 @@ impl PyGrader {
         rows: usize,
         columns: HashMap<String, ColumnBuffers>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        if let Some(name) = columns.keys().find(|k| !ARROW_COLUMNS.contains(&k.as_str())) {
-            return Err(PyValueError::new_err(format!(
-                "unknown column {name:?}; expected one of {ARROW_COLUMNS:?}"
-            )));
-        }
+        check_columns(&columns)?;
         let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
         let out = run_detached(py, move || {
-            let get = |name: &str| columns.get(name).map(raw_array);
-            let raw = RawTraces {
-                rows,
-                id: get("id"),
-                final_answer: get("final_answer"),
-                calls: get("calls"),
-                call_name: get("calls.name"),
-                call_arguments_json: get("calls.arguments_json"),
-                call_result: get("calls.result"),
-                call_error: get("calls.error"),
-                call_id: get("calls.id"),
-                call_start_time_unix_nano: get("calls.start_time_unix_nano"),
-                call_end_time_unix_nano: get("calls.end_time_unix_nano"),
-                metadata: get("metadata"),
-                metadata_key: get("metadata.key"),
-                metadata_value: get("metadata.value"),
-            };
-            ArrowTraces::new(&raw).map(|t| grader.grade_arrow_traces_to_json(&suite, &t))
+            ArrowTraces::new(&raw_traces(rows, &columns))
+                .map(|t| grader.grade_arrow_traces_to_json(&suite, &t))
         })?
         .map_err(PyValueError::new_err)?;
         Ok(bytes_list(py, &out))
+    }
+
+    /// As `grade_arrow_traces_to_json`, the rows in one `JsonlBlock` (as `grade_jsonl_block`
+    /// gives them): counts for the summary, error rows marked, failing rows up to
+    /// `max_failing` (a mark's `line` is its row in the batch).
+    fn grade_arrow_block(
+        &self,
+        py: Python<'_>,
+        suite: &Bound<'_, PyCompiledSuite>,
+        rows: usize,
+        columns: HashMap<String, ColumnBuffers>,
+        max_failing: usize,
+    ) -> PyResult<PyJsonlBlock> {
+        check_columns(&columns)?;
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let block = run_detached(py, move || {
+            ArrowTraces::new(&raw_traces(rows, &columns))
+                .map(|t| grader.grade_arrow_block(&suite, &t, max_failing))
+        })?
+        .map_err(PyValueError::new_err)?;
+        PyJsonlBlock::new(py, block)
     }
 
     /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)
