@@ -30,10 +30,6 @@ _SEVERITY = {
 }
 _OUTCOME = result_pb2.TraceOutcome
 
-# In a JSONL row only an error row has this byte sequence: inside a JSON string every `"` is
-# escaped, so no string value can contain it.
-ERROR_MARKER = b'","error":{"reason_code":"'
-
 
 def output_format(path: str) -> str:
     """jsonl or parquet, from the output file's suffix."""
