@@ -22,7 +22,11 @@ $(PY):
 .PHONY: install ## create .venv, install dev dependencies, build the extension (safe to rerun)
 install: | $(PY)
 	$(PY) -m pip install -q 'maturin>=1.9,<2'
-	$(BIN)/maturin develop -q -E dev
+	$(BIN)/maturin develop -q -E dev $(MATURIN_PROFILE)
+
+.PHONY: install-prod ## as install, with the extension built in release mode (benchmarks)
+install-prod:
+	$(MAKE) install MATURIN_PROFILE=--release
 
 .PHONY: build-dev ## rebuild the extension (debug) into the venv
 build-dev: | $(PY)
@@ -76,7 +80,7 @@ serve: install
 	$(BIN)/trajgrade serve
 
 .PHONY: bench ## release build and the benchmark tables
-bench: install build-prod
+bench: install-prod
 	$(PY) bench/bench_core.py
 
 .PHONY: deps-system ## system packages the tests need (headless Chromium for the report test)
@@ -84,7 +88,7 @@ deps-system:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 .PHONY: bench-regrade ## release build, then regrade throughput and peak RSS at 100k vs 1M traces
-bench-regrade: install build-prod
+bench-regrade: install-prod
 	$(PY) bench/bench_regrade.py --sizes 100000,1000000
 
 # --- Clients in other languages (clients/), the sidecar image, Kubernetes manifests ----------
