@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import regrade_workload
 from trajgrade import _core
+from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, read_rows, regrade, source
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.local import LocalBackend
@@ -204,3 +205,22 @@ def test_parquet_json_lines_equal_row_by_row(
     assert (tmp_path / "raw.jsonl").read_bytes() == (tmp_path / "items.jsonl").read_bytes()
     error = [r for r in read_rows(str(tmp_path / "raw.jsonl")) if r["error"] is not None]
     assert len(error) == 1 and error[0]["error"]["field"] == "t.parquet:row 8"
+
+
+def test_arrow_block_is_the_arrow_rows_joined(workload: dict[str, Path]) -> None:
+    grader = _core.Grader()
+    suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+    traces = list(regrade_workload.iter_trace_dicts(100, seed=4))
+    batch = pa.RecordBatch.from_pylist(traces, schema=SCHEMA)
+    columns = arrowcols.columns(batch)
+    assert columns is not None
+    rows = arrowcols.grade(grader, suite, batch)
+    assert rows is not None
+    block = grader.grade_arrow_block(suite, batch.num_rows, columns, 3)
+    assert block.rows == b"".join(rows) and block.items == len(rows) == 100
+    failing = [i for i, row in enumerate(rows) if b'"verdict":"VERDICT_PASS"' not in row]
+    assert [m.item for m in block.marks] == failing[:3]
+    for m in block.marks:
+        assert (m.line, m.text_start, m.text_end, m.error) == (m.item, 0, 0, False)
+        assert block.rows[m.row_start : m.row_end] == rows[m.item]
+    assert block.passed + block.failed == 100 and block.failed == len(failing)

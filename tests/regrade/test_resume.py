@@ -75,19 +75,24 @@ def test_resume_after_interrupt(big: dict[str, Path], tmp_path: Path, signum: in
     assert not manifest.parent.exists()
 
 
-def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Path) -> None:
-    """A part written but not yet in the manifest (crash between the renames) is redone."""
-    out = tmp_path / "results.parquet"
+def _crash_after_commits(big: dict[str, Path], out: Path, n: int, *, chunk_size: int) -> None:
+    """A regrade toward `out` interrupted (KeyboardInterrupt) right after its n-th commit."""
     commits: list[int] = []
 
-    def crash_after_three(traces: int) -> None:
+    def crash(traces: int) -> None:
         commits.append(traces)
-        if len(commits) == 3:
+        if len(commits) == n:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        regrade([str(big["traces"])], big["suite"], str(out), chunk_size=1000,
-                on_commit=crash_after_three)  # fmt: skip
+        regrade([str(big["traces"])], big["suite"], str(out), chunk_size=chunk_size,
+                on_commit=crash)  # fmt: skip
+
+
+def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Path) -> None:
+    """A part written but not yet in the manifest (crash between the renames) is redone."""
+    out = tmp_path / "results.parquet"
+    _crash_after_commits(big, out, 3, chunk_size=1000)
     parts = out.with_name(out.name + ".parts")
     (parts / "part-000003.parquet").write_bytes(b"half-written garbage")
     summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
@@ -101,16 +106,7 @@ def test_uncommitted_rows_after_crash_are_regraded(big: dict[str, Path], tmp_pat
     """JSONL rows appended but not yet in the manifest (crash before its rename) are cut off
     by --resume and graded again: no duplicates, no garbage."""
     out = tmp_path / "results.jsonl"
-    commits: list[int] = []
-
-    def crash_after_four(traces: int) -> None:
-        commits.append(traces)
-        if len(commits) == 4:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        regrade([str(big["traces"])], big["suite"], str(out), chunk_size=900,
-                on_commit=crash_after_four)  # fmt: skip
+    _crash_after_commits(big, out, 4, chunk_size=900)
     rows = out.with_name(out.name + ".parts") / "rows.jsonl"
     committed = rows.stat().st_size
     assert committed > 0 and not out.exists()

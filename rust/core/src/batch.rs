@@ -923,6 +923,75 @@ mod tests {
     }
 
     #[test]
+    fn a_block_is_its_lines_rows_joined_and_counted() {
+        use crate::json_trace::generate::{line, odd_line, Rng};
+        let g = Grader::new(Limits { max_calls_per_trace: 5, ..Limits::default() }, 2);
+        let suite: Suite = serde_json::from_str(
+            r#"{"assertions":[{"tool_called":{"tool":"x"}},
+                {"tool_count":{"tool":"y","max":1},"severity":"SEVERITY_SOFT"}]}"#,
+        )
+        .expect("decodes");
+        let compiled = g.compile_suite(&suite.encode_to_vec()).expect("compiles");
+        let mut rng = Rng(5);
+        let mut data = Vec::new();
+        let mut lines = Vec::new();
+        for i in 0..700 {
+            let mut l = if i % 4 == 0 { odd_line(&mut rng) } else { line(&mut rng).into_bytes() };
+            l.retain(|&b| b != b'\n');
+            l.push(b'\n');
+            data.extend_from_slice(&l);
+            if i % 50 == 0 {
+                data.extend_from_slice(b" \t\r\n");
+            }
+            // A line of only whitespace is skipped, as a regrade's reader skips it.
+            if !l.iter().all(|b| b" \t\n\r\x0b\x0c".contains(b)) {
+                lines.push(l);
+            }
+        }
+        let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        let rows = g.grade_json_traces_to_json(&compiled, &refs);
+        let block = g.grade_jsonl_block(&compiled, &data, 5);
+        for (i, (got, want)) in block.rows.split_inclusive('\n').zip(&rows).enumerate() {
+            assert_eq!(
+                got.as_bytes(),
+                &want[..],
+                "row {i}: {:?}",
+                String::from_utf8_lossy(refs[i])
+            );
+        }
+        assert_eq!(block.rows.as_bytes(), rows.concat());
+        assert_eq!(block.items, rows.len());
+        let parsed: Vec<serde_json::Value> =
+            rows.iter().map(|r| serde_json::from_slice(r).expect("row")).collect();
+        let graded: Vec<_> = parsed.iter().filter(|r| r.get("error").is_none()).collect();
+        let passes = graded.iter().filter(|r| r["verdict"] == "VERDICT_PASS").count();
+        assert_eq!((block.passed, block.failed), (passes as u64, (graded.len() - passes) as u64));
+        let soft: u64 = graded.iter().map(|r| r["soft_failures"].as_u64().expect("u32")).sum();
+        assert_eq!(block.soft_failures, soft);
+        for c in &block.assertions {
+            let results = graded.iter().flat_map(|r| r["results"].as_array().expect("list"));
+            let named: Vec<_> = results.filter(|a| a["name"] == c.name.as_str()).collect();
+            let ok = named.iter().filter(|a| a["status"] == "ASSERTION_STATUS_PASS").count();
+            assert_eq!((c.passed, c.failed), (ok as u64, (named.len() - ok) as u64), "{}", c.name);
+        }
+        let errors: Vec<usize> =
+            (0..parsed.len()).filter(|&i| parsed[i].get("error").is_some()).collect();
+        let failing: Vec<usize> = (0..parsed.len())
+            .filter(|&i| parsed[i].get("error").is_none() && parsed[i]["verdict"] != "VERDICT_PASS")
+            .take(5)
+            .collect();
+        let mut expected: Vec<usize> = errors.iter().chain(&failing).copied().collect();
+        expected.sort_unstable();
+        assert!(!errors.is_empty() && failing.len() == 5);
+        assert_eq!(block.marks.iter().map(|m| m.item).collect::<Vec<_>>(), expected);
+        for m in &block.marks {
+            assert_eq!(m.error, errors.contains(&m.item));
+            assert_eq!(block.rows.as_bytes()[m.row.clone()], rows[m.item][..]);
+            assert_eq!(data[m.text.clone()], lines[m.item][..]);
+        }
+    }
+
+    #[test]
     fn json_lines_fast_and_serde_paths_agree() {
         use crate::json_trace::generate::{line, odd_line, Rng};
         use crate::trace::TraceView;
