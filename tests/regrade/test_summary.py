@@ -1,5 +1,5 @@
-"""The JSONL → Arrow table path (Parquet parts) against the row-by-row reference on hand-built
-rows."""
+"""The JSONL → Arrow table path (Parquet parts) and the Arrow-compute summary (Ray's driver),
+each against the row-by-row reference on hand-built rows."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from trajgrade.regrade.output import (
     arrow_schema,
     arrow_table,
@@ -15,6 +16,7 @@ from trajgrade.regrade.output import (
     jsonl_line,
     row_from_json,
 )
+from trajgrade.regrade.summary import Summary
 
 NAMES = ["tool_count:get_*", 'odd "q" \\ é', "ünïcode ✓", "step_count"]
 
@@ -68,3 +70,19 @@ def test_arrow_table_from_jsonl_equals_arrow_table() -> None:
     assert table.equals(expected)
     assert table.column("score").type == pa.float64()
     assert arrow_table_from_jsonl(b"", 0).equals(arrow_schema().empty_table())
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+@pytest.mark.parametrize("sample", [0, 3, 200])
+def test_table_summary_equals_row_summary(chunk: int, sample: int) -> None:
+    rows = _rows(300)
+    reference = Summary(suite_id="s1", failure_sample=sample)
+    reference.add(rows)
+    counted = Summary(suite_id="s1", failure_sample=sample)
+    for start in range(0, len(rows), chunk):
+        if start // chunk == len(rows) // chunk // 2:  # resumed from a manifest halfway
+            counted = Summary.from_json(json.loads(json.dumps(counted.to_json())))
+        counted.add_table(arrow_table(rows[start : start + chunk]))
+    assert counted.to_json() == reference.to_json()
+    assert reference.soft_failures > 0 and reference.errors > 0
+    assert set(reference.assertions) == set(NAMES)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from trajgrade import _core
+from trajgrade._core import BlockMark, JsonlBlock
+from trajgrade.regrade.arrowcols import Buffers
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.output import failure_row, jsonl_line, outcome_row
 from trajgrade.regrade.source import Chunk, ReadFailure
@@ -38,72 +41,77 @@ class LocalBackend:
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         """Each chunk with its outcomes (or, for raw chunks, its rows) filled in, in order."""
         for chunk in chunks:
-            if chunk.block is not None:
-                self._grade_block(chunk)
-                yield chunk
-                continue
-            if chunk.arrow_columns is not None:
-                self._grade_arrow(chunk)
+            if chunk.raw:
+                self._grade_raw(chunk)
                 yield chunk
                 continue
             traces = [item for item in chunk.items if isinstance(item, bytes)]
             chunk.outcomes = self._suite.grade_batch(traces) if traces else []
             yield chunk
 
-    def _grade_block(self, chunk: Chunk) -> None:
-        """A block of JSON lines in one core call."""
-        block = chunk.block
-        assert block is not None
-        graded = self._grader.grade_jsonl_block(
-            self._suite, block, chunk.start, chunk.stop, self.max_failing
-        )
-        base = chunk.start
-        self._take_block(
-            chunk,
-            graded,
-            lambda mark: block[base + mark.text_start : base + mark.text_end],
-            lambda mark: chunk.where(mark.item, mark.line),
-        )
+    def _grade_raw(self, chunk: Chunk) -> None:
+        """A raw chunk (block or Arrow batch) in one core call: rows, counts, fixed rows."""
+        if chunk.block is not None:
+            chunk.graded, rows, chunk.fixed = self.grade_jsonl(
+                chunk.block, chunk.start, chunk.stop, lambda m: chunk.where(m.item, m.line)
+            )
+        else:
+            assert chunk.arrow_columns is not None
+            chunk.graded, rows, chunk.fixed = self.grade_arrow(
+                chunk.batch, chunk.arrow_columns, lambda m: chunk.where(m.item)
+            )
+        chunk.rows = [rows]
 
-    def _grade_arrow(self, chunk: Chunk) -> None:
-        """Parquet rows from their Arrow buffers in one core call; error rows rewritten from
-        the batch's JSON lines (arrowjson), as the other path reads them."""
-        assert chunk.arrow_columns is not None
+    def grade_jsonl(
+        self, data: bytes, start: int, stop: int, where: Callable[[BlockMark], str]
+    ) -> tuple[JsonlBlock, bytes, dict[int, bytes]]:
+        """The whole JSON lines data[start:stop] in one core call: the core's block, its rows
+        with the error rows rewritten by _fixed_row (`where(mark)` naming the line), and those
+        rewritten rows by item."""
+        graded = self._grader.grade_jsonl_block(self._suite, data, start, stop, self.max_failing)
+        rows, fixed = self._rewrite_errors(
+            graded, lambda mark: data[start + mark.text_start : start + mark.text_end], where
+        )
+        return graded, rows, fixed
+
+    def grade_arrow(
+        self, batch: Any, columns: dict[str, Buffers], where: Callable[[BlockMark], str]
+    ) -> tuple[JsonlBlock, bytes, dict[int, bytes]]:
+        """As grade_jsonl for a Parquet batch read from its Arrow buffers (arrowcols); error
+        rows are rewritten from the batch's JSON lines (arrowjson), as the other path reads
+        them."""
         graded = self._grader.grade_arrow_block(
-            self._suite, chunk.batch.num_rows, chunk.arrow_columns, self.max_failing
+            self._suite, batch.num_rows, columns, self.max_failing
         )
         lines: list[bytes] = []
 
-        def line_of(mark: _core.BlockMark) -> bytes:
+        def line_of(mark: BlockMark) -> bytes:
             if not lines:
-                batch_lines = json_lines(chunk.batch)
+                batch_lines = json_lines(batch)
                 assert batch_lines is not None  # arrowcols takes a subset of its layouts
                 lines.extend(batch_lines)
             return lines[mark.item]
 
-        self._take_block(chunk, graded, line_of, lambda mark: chunk.where(mark.item))
+        rows, fixed = self._rewrite_errors(graded, line_of, where)
+        return graded, rows, fixed
 
-    def _take_block(
+    def _rewrite_errors(
         self,
-        chunk: Chunk,
-        graded: _core.JsonlBlock,
-        line_of: Callable[[_core.BlockMark], bytes],
-        where: Callable[[_core.BlockMark], str],
-    ) -> None:
-        """Attach a graded block to its chunk: rows (error rows rewritten by _fixed_row from
-        their lines) and the counts for the summary."""
-        rows = graded.rows
+        graded: JsonlBlock,
+        line_of: Callable[[BlockMark], bytes],
+        where: Callable[[BlockMark], str],
+    ) -> tuple[bytes, dict[int, bytes]]:
+        rows, fixed = graded.rows, {}
         errors = [mark for mark in graded.marks if mark.error]
         if errors:
             pieces, done = [], 0
             for mark in errors:
-                fixed = self._fixed_row(line_of(mark), where(mark))
-                chunk.fixed[mark.item] = fixed
-                pieces += [rows[done : mark.row_start], fixed]
+                fixed[mark.item] = self._fixed_row(line_of(mark), where(mark))
+                pieces += [rows[done : mark.row_start], fixed[mark.item]]
                 done = mark.row_end
             pieces.append(rows[done:])
             rows = b"".join(pieces)
-        chunk.graded, chunk.rows = graded, [rows]
+        return rows, fixed
 
     def _fixed_row(self, line: bytes, where: str) -> bytes:
         """The (rare) row of a line the core could not grade, as documented: the line decoded
@@ -120,6 +128,11 @@ class LocalBackend:
             error = fixed["error"]
             error["field"] = _FIRST_TRACE.sub(where, error["field"])
         return jsonl_line(fixed)
+
+    @property
+    def suite(self) -> _core.CompiledSuite:
+        """The compiled suite (bound to this backend's grader)."""
+        return self._suite
 
     def close(self) -> None:
         """Nothing to release: the grader's pool goes with the object."""

@@ -8,9 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from trajgrade import _core
+from trajgrade.regrade import arrowcols
+from trajgrade.regrade.arrowjson import json_lines
+from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import (
     arrow_schema,
     arrow_table,
+    arrow_table_from_jsonl,
     failure_row,
     jsonl_line,
     outcome_row,
@@ -29,17 +33,60 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import ray.data
 
-# One grader and compiled suite per worker process, built on first use (never pickled: a rayon
-# pool does not survive being shipped to another process).
-_SUITES: dict[tuple[bytes, int], _core.CompiledSuite] = {}
+# One grader and compiled suite per worker process (the local engine's backend), built on first
+# use (never pickled: a rayon pool does not survive being shipped to another process).
+_BACKENDS: dict[tuple[bytes, int], LocalBackend] = {}
+
+
+def _backend(suite_bytes: bytes, threads: int) -> LocalBackend:
+    key = (suite_bytes, threads)
+    backend = _BACKENDS.get(key)
+    if backend is None:
+        backend = _BACKENDS[key] = LocalBackend(suite_bytes, threads=threads)
+        backend.max_failing = 0  # the driver's summary counts the rows
+    return backend
 
 
 def _compiled(suite_bytes: bytes, threads: int) -> _core.CompiledSuite:
-    key = (suite_bytes, threads)
-    suite = _SUITES.get(key)
-    if suite is None:
-        suite = _SUITES[key] = _core.Grader(threads=threads).compile_suite(suite_bytes)
-    return suite
+    return _backend(suite_bytes, threads).suite
+
+
+def _with_jsonl(rows: bytes, longest: int) -> pa.Table:
+    """Result rows (JSONL bytes) as the grade_files table: the rows' columns plus `jsonl`."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    table = arrow_table_from_jsonl(rows, longest)
+    return table.append_column("jsonl", pa.array(rows.splitlines(keepends=True), pa.binary()))
+
+
+def _grade_text(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
+    """JSONL lines (read_text) → result rows: the lines as one block through the core
+    (grade_jsonl_block), as the local engine grades them; error rows name the file."""
+    texts = batch.column("text").to_pylist()
+    paths = batch.column("path").to_pylist() if "path" in batch.column_names else None
+    block = ("\n".join(texts) + "\n").encode() if texts else b""
+    graded, rows, fixed = _backend(suite_bytes, threads).grade_jsonl(
+        block, 0, len(block), lambda mark: Path(paths[mark.line]).name if paths else "input"
+    )
+    return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+
+
+def _grade_rows(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
+    """Parquet trace rows → result rows: from their Arrow buffers in the core when the layout
+    allows (arrowcols), else as JSON lines (arrowjson), else decoded row by row."""
+    backend = _backend(suite_bytes, threads)
+    record = batch.combine_chunks().to_batches()
+    columns = arrowcols.columns(record[0]) if len(record) == 1 else None
+    if columns is not None:
+        graded, rows, fixed = backend.grade_arrow(record[0], columns, lambda mark: "input")
+        return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+    lines = json_lines(record[0]) if len(record) == 1 else None
+    if lines is not None:
+        block = b"\n".join(lines) + b"\n"
+        graded, rows, fixed = backend.grade_jsonl(block, 0, len(block), lambda mark: "input")
+        return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+    rows = b"".join(map(jsonl_line, _grade(_decode_rows(batch), suite_bytes, threads).to_pylist()))
+    return _with_jsonl(rows, len(rows))
 
 
 def _decode_text(batch: pa.Table) -> pa.Table:
@@ -126,6 +173,37 @@ def read_traces(paths: Sequence[str], format: str = "auto") -> ray.data.Dataset:
     )
 
 
+def grade_files(
+    paths: Sequence[str],
+    suite_bytes: bytes,
+    *,
+    format: str = "auto",
+    batch_size: int = 2048,
+    threads: int = 1,
+) -> ray.data.Dataset:
+    """Result rows for native JSONL or Parquet files, plus a `jsonl` column (each row's JSONL
+    bytes, as the local engine writes it): each batch is read and graded in one step by the
+    core in the workers (the local engine's block path), no decoding in Python."""
+    import ray.data  # noqa: PLC0415
+
+    files = resolve_inputs(paths, format)
+    kinds = {f.format for f in files}
+    fn_kwargs = {"suite_bytes": suite_bytes, "threads": threads}
+    udf: Any  # Ray's stubs do not model fn_kwargs-taking UDFs
+    if kinds == {"jsonl"}:
+        ds = ray.data.read_text([f.path for f in files], include_paths=True)
+        udf = _grade_text
+    elif kinds == {"parquet"}:
+        ds = ray.data.read_parquet([f.path for f in files])
+        udf = _grade_rows
+    else:
+        raise ValueError(
+            "the Ray engine reads native JSONL or Parquet (one format per run); "
+            "convert other formats with the local engine first"
+        )
+    return ds.map_batches(udf, batch_format="pyarrow", batch_size=batch_size, fn_kwargs=fn_kwargs)
+
+
 def grade_dataset(
     traces: ray.data.Dataset, suite_bytes: bytes, *, batch_size: int = 2048, threads: int = 1
 ) -> ray.data.Dataset:
@@ -173,17 +251,17 @@ def regrade(
 
     _init()
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    results = grade_dataset(
-        read_traces(inputs, format), suite_bytes, batch_size=batch_size, threads=threads
+    results = grade_files(
+        inputs, suite_bytes, format=format, batch_size=batch_size, threads=threads
     )
     suite_id = _compiled(suite_bytes, threads).suite_id
     summary = Summary(suite_id=suite_id)
     try:
         fmt = output_format(out)
     except ValueError:
-        results.write_parquet(out)
+        results.drop_columns(["jsonl"]).write_parquet(out)
         for batch in _batches(ray.data.read_parquet(out)):
-            summary.add(batch.to_pylist())
+            summary.add_table(batch)
         return summary
     target = Path(out).absolute()
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
@@ -191,16 +269,16 @@ def regrade(
         if fmt == "jsonl":
             with tmp.open("wb") as handle:
                 for batch in _batches(results):
-                    rows = batch.to_pylist()
-                    summary.add(rows)
-                    handle.write(b"".join(jsonl_line(row) for row in rows))
+                    summary.add_table(batch)
+                    handle.write(b"".join(batch.column("jsonl").to_pylist()))
                 handle.flush()
                 os.fsync(handle.fileno())
         else:
             with pq.ParquetWriter(tmp, arrow_schema()) as writer:
                 for batch in _batches(results):
-                    summary.add(batch.to_pylist())
-                    writer.write_table(batch.cast(arrow_schema()))
+                    rows = batch.drop_columns(["jsonl"])
+                    summary.add_table(rows)
+                    writer.write_table(rows.cast(arrow_schema()))
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

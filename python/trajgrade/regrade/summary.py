@@ -12,6 +12,8 @@ from rich.table import Table
 from trajgrade.regrade.output import Row, row_from_json
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from trajgrade._core import JsonlBlock
 
 # Failing traces kept for the report; bounded so memory stays flat however long the run.
@@ -109,6 +111,51 @@ class Summary:
                 stats = self.assertions[name] = AssertionStats(severity)
             stats.passed += passed
             stats.failed += failed
+
+    def add_table(self, table: pa.Table) -> None:
+        """Count result rows given as an Arrow table (output.arrow_schema) exactly as add()
+        would, with Arrow compute kernels: Python touches only error rows and the rows taken
+        into the sample of failures."""
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        if table.num_rows == 0:
+            return
+        is_error = pc.is_valid(table.column("error"))
+        graded = table.filter(pc.invert(is_error))
+        passed = pc.sum(pc.equal(graded.column("verdict"), "VERDICT_PASS")).as_py() or 0
+        self.traces += graded.num_rows
+        self.passed += passed
+        self.failed += graded.num_rows - passed
+        self.soft_failures += pc.sum(graded.column("soft_failures")).as_py() or 0
+        results = pc.list_flatten(graded.column("results"))
+        names = pc.struct_field(results, "name")
+        passes = pc.equal(pc.struct_field(results, "status"), "ASSERTION_STATUS_PASS")
+        severities = pc.struct_field(results, "severity")
+        for name in pc.unique(names).to_pylist():  # in order of first appearance, as add()
+            named = pc.equal(names, name)
+            stats = self.assertions.get(name)
+            if stats is None:
+                first = pc.index(names, name).as_py()
+                stats = self.assertions[name] = AssertionStats(severities[first].as_py())
+            total = pc.sum(named).as_py() or 0
+            ok = pc.sum(pc.and_(named, passes)).as_py() or 0
+            stats.passed += ok
+            stats.failed += total - ok
+        # Error rows (counted and sampled) and, until the sample is full, failing rows, in
+        # row order.
+        import pyarrow as pa  # noqa: PLC0415
+
+        failing = pc.or_kleene(is_error, pc.not_equal(table.column("verdict"), "VERDICT_PASS"))
+        need = max(self.failure_sample - len(self.failures), 0)
+        taken = pa.concat_arrays([pc.indices_nonzero(failing)[:need], pc.indices_nonzero(is_error)])
+        unique = pc.unique(taken)
+        for row in table.take(unique.take(pc.sort_indices(unique))).to_pylist():
+            if row["error"] is not None:
+                self._add_error(row)
+            else:
+                self._sample(
+                    row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"]
+                )
 
     def _add_error(self, row: Row) -> None:
         self.traces += 1
