@@ -51,12 +51,13 @@ def _compiled(suite_bytes: bytes, threads: int) -> _core.CompiledSuite:
     return _backend(suite_bytes, threads).suite
 
 
-def _with_jsonl(rows: bytes, longest: int) -> pa.Table:
+def _with_jsonl(rows: bytes) -> pa.Table:
     """Result rows (JSONL bytes) as the grade_files table: the rows' columns plus `jsonl`."""
     import pyarrow as pa  # noqa: PLC0415
 
-    table = arrow_table_from_jsonl(rows, longest)
-    return table.append_column("jsonl", pa.array(rows.splitlines(keepends=True), pa.binary()))
+    lines = rows.splitlines(keepends=True)
+    table = arrow_table_from_jsonl(rows, max(map(len, lines), default=0))
+    return table.append_column("jsonl", pa.array(lines, pa.binary()))
 
 
 def _grade_text(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
@@ -65,10 +66,10 @@ def _grade_text(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
     texts = batch.column("text").to_pylist()
     paths = batch.column("path").to_pylist() if "path" in batch.column_names else None
     block = ("\n".join(texts) + "\n").encode() if texts else b""
-    graded, rows, fixed = _backend(suite_bytes, threads).grade_jsonl(
+    _, rows, _ = _backend(suite_bytes, threads).grade_jsonl(
         block, 0, len(block), lambda mark: Path(paths[mark.line]).name if paths else "input"
     )
-    return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+    return _with_jsonl(rows)
 
 
 def _grade_rows(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
@@ -78,15 +79,15 @@ def _grade_rows(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
     record = batch.combine_chunks().to_batches()
     columns = arrowcols.columns(record[0]) if len(record) == 1 else None
     if columns is not None:
-        graded, rows, fixed = backend.grade_arrow(record[0], columns, lambda mark: "input")
-        return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+        _, rows, _ = backend.grade_arrow(record[0], columns, lambda mark: "input")
+        return _with_jsonl(rows)
     lines = json_lines(record[0]) if len(record) == 1 else None
     if lines is not None:
         block = b"\n".join(lines) + b"\n"
-        graded, rows, fixed = backend.grade_jsonl(block, 0, len(block), lambda mark: "input")
-        return _with_jsonl(rows, max([graded.longest_row, *map(len, fixed.values())]))
+        _, rows, _ = backend.grade_jsonl(block, 0, len(block), lambda mark: "input")
+        return _with_jsonl(rows)
     rows = b"".join(map(jsonl_line, _grade(_decode_rows(batch), suite_bytes, threads).to_pylist()))
-    return _with_jsonl(rows, len(rows))
+    return _with_jsonl(rows)
 
 
 def _decode_text(batch: pa.Table) -> pa.Table:
