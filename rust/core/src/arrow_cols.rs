@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::proto::v1::{ToolCall, Trace};
 use crate::trace::Call;
-use crate::wire::{varint_len, TraceParts};
+use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
 
 /// One Arrow array as raw buffers.
 #[derive(Clone, Copy, Debug, Default)]
@@ -289,27 +289,6 @@ fn opt(s: Option<Strings<'_>>, i: usize) -> Option<&str> {
     s.and_then(|s| s.get(i))
 }
 
-/// Encoded length of a length-delimited field (1-byte key) of `n` bytes; 0 when omitted.
-fn str_len(n: usize) -> usize {
-    if n == 0 {
-        0
-    } else {
-        present_len(n)
-    }
-}
-
-fn present_len(n: usize) -> usize {
-    1 + varint_len(n as u64) + n
-}
-
-fn time_len(v: u64) -> usize {
-    if v == 0 {
-        0
-    } else {
-        1 + varint_len(v)
-    }
-}
-
 impl<'a> ArrowTraces<'a> {
     /// Validates every buffer against the lengths and offsets (a message naming the column and
     /// what is wrong otherwise).
@@ -367,19 +346,19 @@ impl<'a> ArrowTraces<'a> {
     pub fn parts(&self, row: usize) -> (TraceParts<'a>, usize) {
         let id = text(self.id, row);
         let final_answer = text(self.final_answer, row);
-        let mut len = str_len(id.len()) + str_len(final_answer.len());
+        let mut len = len_field_len(id.len()) + len_field_len(final_answer.len());
         let (s, e) = self.call_range(row);
         let calls: Vec<Call<'a>> = (s..e)
             .map(|j| {
                 let c = self.call(j);
-                let call_len = str_len(c.name.len())
-                    + c.arguments_json.map_or(0, |a| present_len(a.len()))
-                    + c.result.map_or(0, |r| present_len(r.len()))
+                let call_len = len_field_len(c.name.len())
+                    + c.arguments_json.map_or(0, |a| present_field_len(a.len()))
+                    + c.result.map_or(0, |r| present_field_len(r.len()))
                     + if c.error { 2 } else { 0 }
-                    + str_len(text(self.call_id, j).len())
-                    + time_len(self.start.map_or(0, |t| t.u64(j)))
-                    + time_len(self.end.map_or(0, |t| t.u64(j)));
-                len += present_len(call_len);
+                    + len_field_len(text(self.call_id, j).len())
+                    + varint_field_len(self.start.map_or(0, |t| t.u64(j)))
+                    + varint_field_len(self.end.map_or(0, |t| t.u64(j)));
+                len += present_field_len(call_len);
                 c
             })
             .collect();
@@ -387,7 +366,7 @@ impl<'a> ArrowTraces<'a> {
         let metadata: Vec<(&'a str, &'a str)> = (s..e)
             .map(|j| {
                 let (k, v) = (text(self.key, j), text(self.value, j));
-                len += present_len(str_len(k.len()) + str_len(v.len()));
+                len += present_field_len(len_field_len(k.len()) + len_field_len(v.len()));
                 (k, v)
             })
             .collect();

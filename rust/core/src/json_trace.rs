@@ -12,7 +12,7 @@
 //! Strings without escapes are borrowed from the line; strings with escapes are unescaped into
 //! one buffer per line, and the parts borrow from it once the scan is done.
 use crate::trace::Call;
-use crate::wire::{varint_len, TraceParts};
+use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
 
 /// A decoded line: the fields grading reads, and the length of the equivalent encoded `Trace`
 /// (exact unless a metadata key repeats; then an upper bound, each entry counted).
@@ -96,20 +96,6 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
         },
         encoded_len: raw.encoded_len,
     })
-}
-
-/// Encoded length of a length-delimited field (1-byte key) of `n` bytes; 0 when omitted.
-fn str_len(n: usize) -> usize {
-    if n == 0 {
-        0
-    } else {
-        present_len(n)
-    }
-}
-
-/// Encoded length of a length-delimited field (1-byte key) that is always written.
-fn present_len(n: usize) -> usize {
-    1 + varint_len(n as u64) + n
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -496,7 +482,7 @@ impl Scanner<'_> {
         if self.i != self.b.len() {
             return None;
         }
-        t.encoded_len += str_len(t.id.len()) + str_len(t.final_answer.len());
+        t.encoded_len += len_field_len(t.id.len()) + len_field_len(t.final_answer.len());
         t.owned_len = self.w;
         Some(t)
     }
@@ -510,7 +496,7 @@ impl Scanner<'_> {
         loop {
             let (call, len) = self.call()?;
             t.calls.push(call);
-            t.encoded_len += present_len(len);
+            t.encoded_len += present_field_len(len);
             if !self.more(b']')? {
                 return Some(());
             }
@@ -544,24 +530,24 @@ impl Scanner<'_> {
             match bit {
                 NAME => {
                     c.name = self.string()?;
-                    len += str_len(c.name.len());
+                    len += len_field_len(c.name.len());
                 }
                 ARGUMENTS => {
                     self.optional_string(&mut c.arguments_json)?;
-                    len += c.arguments_json.map_or(0, |s| present_len(s.len()));
+                    len += c.arguments_json.map_or(0, |s| present_field_len(s.len()));
                 }
                 RESULT => {
                     self.optional_string(&mut c.result)?;
-                    len += c.result.map_or(0, |s| present_len(s.len()));
+                    len += c.result.map_or(0, |s| present_field_len(s.len()));
                 }
                 ERROR => {
                     c.error = self.bool()?;
                     len += if c.error { 2 } else { 0 };
                 }
-                CALL_ID => len += str_len(self.string()?.len()),
+                CALL_ID => len += len_field_len(self.string()?.len()),
                 _ => {
                     let v = self.uint64()?;
-                    len += if v == 0 { 0 } else { 1 + varint_len(v) };
+                    len += varint_field_len(v);
                 }
             }
             if !self.more(b'}')? {
@@ -581,8 +567,8 @@ impl Scanner<'_> {
             self.expect(b':')?;
             self.ws();
             let v = self.string()?;
-            let entry = str_len(k.len()) + str_len(v.len());
-            t.encoded_len += present_len(entry);
+            let entry = len_field_len(k.len()) + len_field_len(v.len());
+            t.encoded_len += present_field_len(entry);
             t.metadata.push((k, v));
             if !self.more(b'}')? {
                 return Some(());

@@ -278,11 +278,25 @@ pub fn varint_len(v: u64) -> usize {
 /// Length of a length-delimited field with a 1-byte key, or 0 for an empty string.
 #[inline]
 pub fn str_field_len(s: &[u8]) -> usize {
-    if s.is_empty() {
+    len_field_len(s.len())
+}
+
+/// Length of a length-delimited field with a 1-byte key holding `n` bytes, or 0 when `n` is 0
+/// (an omitted default).
+#[inline]
+pub fn len_field_len(n: usize) -> usize {
+    if n == 0 {
         0
     } else {
-        1 + varint_len(s.len() as u64) + s.len()
+        present_field_len(n)
     }
+}
+
+/// Length of a length-delimited field with a 1-byte key holding `n` bytes that is always
+/// written (an optional string that is set, a message).
+#[inline]
+pub fn present_field_len(n: usize) -> usize {
+    1 + varint_len(n as u64) + n
 }
 
 /// Length of a varint field with a 1-byte key, or 0 for zero.
