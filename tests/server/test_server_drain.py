@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -64,15 +65,29 @@ def _wait_serving(address: str, process: subprocess.Popen[bytes], log_path: Path
     raise AssertionError(f"server never became SERVING:\n{log_path.read_text()}")
 
 
+@contextlib.asynccontextmanager
+async def _serving(
+    tmp_path: Path, *extra: str
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """A real `trajgrade serve` on a free loopback port, SERVING: (address, process, log);
+    killed on the way out if the test left it running."""
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    process = _start(port, log_path, *extra)
+    try:
+        address = f"127.0.0.1:{port}"
+        await asyncio.to_thread(_wait_serving, address, process, log_path)
+        yield address, process, log_path
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 async def test_sigterm_during_load_loses_no_accepted_request(  # noqa: PLR0915
     tmp_path: Path, valid_cases: list[Case], reference: _core.Grader
 ) -> None:
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    log_path = tmp_path / "serve.log"
-    process = _start(port, log_path)
-    try:
-        await asyncio.to_thread(_wait_serving, address, process, log_path)
+    async with _serving(tmp_path) as (address, process, log_path):
         cases = valid_cases[:40]
         requests = [request_for(c).SerializeToString() for c in cases]
         expected = [reference.grade_requests([r])[0] for r in requests]
@@ -139,21 +154,16 @@ async def test_sigterm_during_load_loses_no_accepted_request(  # noqa: PLR0915
         assert answered.get("OK", 0) == ok
         assert answered.get("UNAVAILABLE", 0) == refused_by_server
         assert set(answered) <= {"OK", "UNAVAILABLE"}
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 async def test_workers_share_the_port_and_drain_on_sigterm(
     tmp_path: Path, valid_cases: list[Case], reference: _core.Grader
 ) -> None:
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    log_path = tmp_path / "serve.log"
-    process = _start(port, log_path, "--workers", "2", "--grade-threads", "1")
-    try:
-        await asyncio.to_thread(_wait_serving, address, process, log_path)
+    async with _serving(tmp_path, "--workers", "2", "--grade-threads", "1") as (
+        address,
+        process,
+        log_path,
+    ):
         request = request_for(valid_cases[0]).SerializeToString()
         (expected,) = reference.grade_requests([request])
         deadline = time.monotonic() + 60
@@ -176,21 +186,12 @@ async def test_workers_share_the_port_and_drain_on_sigterm(
         # The kernel spread the 20 connections over both workers (all on one: p = 2**-19).
         assert all(line["answered"].get("OK", 0) >= 1 for line in drained)
         assert sum(line["answered"]["OK"] for line in drained) == 20
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 async def test_sigterm_during_a_chunked_stream_answers_every_accepted_chunk(
     tmp_path: Path, valid_cases: list[Case], reference: _core.Grader
 ) -> None:
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    log_path = tmp_path / "serve.log"
-    process = _start(port, log_path)
-    try:
-        await asyncio.to_thread(_wait_serving, address, process, log_path)
+    async with _serving(tmp_path) as (address, process, log_path):
         case = valid_cases[0]
         traces = [case.trace.SerializeToString()] * 200
         suite = case.suite.SerializeToString()
@@ -223,7 +224,3 @@ async def test_sigterm_during_a_chunked_stream_answers_every_accepted_chunk(
         lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
         drained = [line for line in lines if line["msg"].startswith("drained")]
         assert drained, log_path.read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
