@@ -96,31 +96,7 @@ impl TextDiffer<'_> {
             (Value::Object(eo), b'{') => {
                 let exact = mode == Mode::Exact;
                 let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
-                let mut last = vec![usize::MAX; eo.len()];
-                // Extra keys (EXACT): first-occurrence order, the last duplicate's value.
-                let mut extra: Vec<(&[u8], usize)> = Vec::new();
-                if c.open() {
-                    loop {
-                        let (body, escaped) = c.key();
-                        match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
-                            Some(j) => last[j] = c.i,
-                            None if exact => {
-                                if escaped {
-                                    return None;
-                                }
-                                match extra.iter_mut().find(|(b, _)| *b == body) {
-                                    Some(x) => x.1 = c.i,
-                                    None => extra.push((body, c.i)),
-                                }
-                            }
-                            None => {}
-                        }
-                        c.skip();
-                        if !c.next() {
-                            break;
-                        }
-                    }
-                }
+                let (last, extra) = object_keys(eo, c, exact)?;
                 for ((k, ev), &at) in eo.iter().zip(&last) {
                     let len = self.path.len();
                     push_key(&mut self.path, k);
@@ -192,6 +168,45 @@ impl TextDiffer<'_> {
     }
 }
 
+/// A key the expected object does not have (its text) and where its last value starts.
+type ExtraKey<'s> = (&'s [u8], usize);
+
+/// The object at the cursor (consumed) against the expected object `eo`: where the value of
+/// each expected key starts (its last duplicate; `usize::MAX` when absent) and, when `exact`,
+/// the other keys in first-occurrence order with where their last duplicate's value starts.
+/// `None` for an escaped extra key (the caller falls back to the parsed comparison).
+fn object_keys<'s>(
+    eo: &Object,
+    c: &mut Cur<'s>,
+    exact: bool,
+) -> Option<(Vec<usize>, Vec<ExtraKey<'s>>)> {
+    let mut last = vec![usize::MAX; eo.len()];
+    let mut extra: Vec<ExtraKey<'s>> = Vec::new();
+    if c.open() {
+        loop {
+            let (body, escaped) = c.key();
+            match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
+                Some(j) => last[j] = c.i,
+                None if exact => {
+                    if escaped {
+                        return None;
+                    }
+                    match extra.iter_mut().find(|(b, _)| *b == body) {
+                        Some(x) => x.1 = c.i,
+                        None => extra.push((body, c.i)),
+                    }
+                }
+                None => {}
+            }
+            c.skip();
+            if !c.next() {
+                break;
+            }
+        }
+    }
+    Some((last, extra))
+}
+
 /// The number of differences `compare::Differ::walk` counts between `e` and the value at the
 /// cursor (consumed).
 fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
@@ -199,29 +214,7 @@ fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
         (Value::Object(eo), b'{') => {
             let exact = mode == Mode::Exact;
             let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
-            let mut last = vec![usize::MAX; eo.len()];
-            let mut extra: Vec<&[u8]> = Vec::new();
-            if c.open() {
-                loop {
-                    let (body, escaped) = c.key();
-                    match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
-                        Some(j) => last[j] = c.i,
-                        None if exact => {
-                            if escaped {
-                                return None;
-                            }
-                            if !extra.contains(&body) {
-                                extra.push(body);
-                            }
-                        }
-                        None => {}
-                    }
-                    c.skip();
-                    if !c.next() {
-                        break;
-                    }
-                }
-            }
+            let (last, extra) = object_keys(eo, c, exact)?;
             let mut n = extra.len();
             for ((_, ev), &at) in eo.iter().zip(&last) {
                 n += if at == usize::MAX {
