@@ -166,3 +166,39 @@ fuzz:
 	CARGO=$(CARGO) bash rust/fuzz/run.sh $(FUZZ_SECONDS)
 
 test: fuzz-smoke
+
+# --- The repository stands alone: vendored copies of ../shared, and a check from a clone -----
+SHARED ?= ../shared
+# source (under $(SHARED)) : vendored copy (in the repository)
+VENDORED := SPEC.md:spec/SPEC.md STYLE.md:spec/STYLE.md seeds:spec/seeds \
+	conformance:tests/conformance data/tau_bench:tests/data/tau_bench
+
+.PHONY: vendor ## copy ../shared's SPEC, STYLE, seeds, conformance corpus and data into the repository
+vendor:
+	@for pair in $(VENDORED); do src=$(SHARED)/$${pair%%:*}; dst=$${pair#*:}; \
+		rm -rf $$dst; mkdir -p $$(dirname $$dst); cp -r $$src $$dst; chmod -R u+w $$dst; done
+
+.PHONY: check-vendored ## fail when a vendored copy differs from ../shared (where ../shared exists)
+check-vendored:
+	@if [ ! -d $(SHARED) ]; then echo "check-vendored: no $(SHARED) beside the repository; nothing to compare"; \
+	else for pair in $(VENDORED); do src=$(SHARED)/$${pair%%:*}; dst=$${pair#*:}; \
+		diff -r $$src $$dst >/dev/null || { diff -r $$src $$dst | head -20; \
+		echo "check-vendored: $$dst differs from $$src (make vendor copies it)"; exit 1; }; done; \
+		echo "check-vendored: spec/, tests/conformance and tests/data match $(SHARED)"; fi
+
+STANDALONE_DIR ?= $(abspath rust/target/standalone-clone)
+.PHONY: check-standalone ## clone HEAD to a folder with nothing beside it; run the Rust and Python conformance there
+check-standalone: | $(PY)
+	rm -rf $(STANDALONE_DIR) && mkdir -p $(STANDALONE_DIR)
+	git clone -q --no-hardlinks . $(STANDALONE_DIR)/trajgrade
+	test ! -e $(STANDALONE_DIR)/shared
+	# The clone's own Rust tests (dependencies reused from this tree's target folder).
+	cd $(STANDALONE_DIR)/trajgrade/rust && CARGO_TARGET_DIR=$(abspath rust/target) \
+		$(CARGO) test -q -p trajgrade-core --test conformance --test determinism
+	# The clone's Python package and tests, with this tree's built extension.
+	cp python/trajgrade/_core*.so $(STANDALONE_DIR)/trajgrade/python/trajgrade/
+	cd $(STANDALONE_DIR)/trajgrade && PYTHONPATH=python $(abspath $(BIN))/pytest -q -p no:cacheprovider \
+		tests/test_conformance.py tests/importers
+	rm -rf $(STANDALONE_DIR)
+
+test: check-vendored check-standalone

@@ -11,22 +11,13 @@ import pytest
 
 HERE = Path(__file__).parent
 MODES = ("openinference", "genai", "genai-events")
-TAU_BENCH = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "tau_bench" / "gpt-4o-airline.json"
-)
-
-
-def _tau_bench_path() -> Path:
-    # CI lays shared/ beside the clone; a developer's tree has it at /work/shared.
-    for candidate in (TAU_BENCH, Path("/work/shared/data/tau_bench/gpt-4o-airline.json")):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("shared/data/tau_bench/gpt-4o-airline.json not found")
+# Vendored from shared/data/tau_bench (MIT; see its README and LICENSE).
+TAU_BENCH = Path(__file__).resolve().parents[1] / "data" / "tau_bench" / "gpt-4o-airline.json"
 
 
 @pytest.fixture(scope="session")
 def tau_bench() -> Path:
-    return _tau_bench_path()
+    return TAU_BENCH
 
 
 @pytest.fixture(scope="session")

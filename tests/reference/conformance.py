@@ -1,4 +1,4 @@
-"""The shared conformance corpus (shared/conformance, next to the repo) and its comparison."""
+"""The conformance corpus (tests/conformance, vendored from shared/conformance) and its comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from trajgrade.v1 import assertion_pb2, result_pb2
 
-CONFORMANCE_DIR = Path(__file__).resolve().parents[3] / "shared" / "conformance"
+CONFORMANCE_DIR = Path(__file__).resolve().parents[1] / "conformance"
 
 
 def load_cases() -> list[dict[str, Any]]:
@@ -16,7 +16,7 @@ def load_cases() -> list[dict[str, Any]]:
     path = CONFORMANCE_DIR / "cases.jsonl"
     if not path.is_file():
         raise FileNotFoundError(
-            f"conformance corpus not found at {path}: clone the repo next to shared/"
+            f"conformance corpus not found at {path}: the repository checkout is incomplete"
         )
     # Split on "\n" only: str.splitlines would also split on U+2028 and friends (README).
     text = path.read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ from trajgrade.server.settings import Settings
 from trajgrade.server.status import error_info
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc, suite_pb2, trace_pb2
 
-CASES_PATH = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "cases.jsonl"
+CASES_PATH = Path(__file__).resolve().parents[1] / "conformance" / "cases.jsonl"
 SERVICE = "/trajgrade.v1.GraderService/"
 
 

@@ -29,6 +29,7 @@ pub mod rows;
 pub mod suite;
 pub mod trace;
 pub mod wire;
+pub mod work;
 
 pub use batch::{Grader, DEFAULT_MAX_REGISTERED_SUITES};
 pub use error::{CoreError, Reason, SuiteProblem};

@@ -22,6 +22,9 @@ pub struct Limits {
     pub suite_cache_size: usize,
     /// Most traces in one batch request (default 10 000).
     pub max_batch_items: usize,
+    /// Work units one trace's grading may spend (see `work.rs`); more is `WORK_LIMIT_EXCEEDED`
+    /// for that trace.
+    pub max_work_units: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +39,7 @@ impl Default for Limits {
             max_suite_bytes: 4 << 20,
             suite_cache_size: 1_024,
             max_batch_items: 10_000,
+            max_work_units: 50_000_000,
         }
     }
 }

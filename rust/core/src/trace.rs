@@ -6,6 +6,7 @@ use crate::json::{self, ParseError, Value};
 use crate::limits::Limits;
 use crate::proto::v1::{ToolCall, Trace};
 use crate::wire::TraceParts;
+use crate::work::{CancelFlag, Work};
 
 /// A call's arguments as the matchers see them.
 #[derive(Debug)]
@@ -43,6 +44,7 @@ pub struct TraceView<'a> {
     metadata: Vec<(&'a str, &'a str)>,
     cache: Vec<CallCache>,
     max_depth: usize,
+    work: Work,
 }
 
 impl<'a> TraceView<'a> {
@@ -70,7 +72,20 @@ impl<'a> TraceView<'a> {
             metadata: parts.metadata,
             cache,
             max_depth: limits.max_json_depth,
+            work: Work::new(limits.max_work_units, None),
         }
+    }
+
+    /// This view, stopping at its next `work().spend` once `flag` is cancelled.
+    #[must_use]
+    pub fn with_cancel(mut self, flag: CancelFlag) -> Self {
+        self.work = Work::new(self.work.limit(), Some(flag));
+        self
+    }
+
+    /// The work meter of this grading (long loops spend from it and stop when it says so).
+    pub fn work(&self) -> &Work {
+        &self.work
     }
 
     pub fn id(&self) -> &'a str {

@@ -1,4 +1,4 @@
-//! Conformance: every case of shared/conformance/cases.jsonl through the pure core, bit for bit.
+//! Conformance: every case of tests/conformance/cases.jsonl through the pure core, bit for bit.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use trajgrade_core::proto::v1::{AssertionStatus, GradeResult, Severity, Suite, T
 use trajgrade_core::{CompiledSuite, CoreError, Limits};
 
 fn cases_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/cases.jsonl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/cases.jsonl")
 }
 
 /// Runs one case; `Err` describes every mismatch.

@@ -49,7 +49,7 @@ impl Rng {
 
 fn cases() -> Vec<Json> {
     let path =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/cases.jsonl");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/cases.jsonl");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.split('\n')

@@ -42,6 +42,7 @@ impl PyLimits {
             max_suite_bytes: self.max_suite_bytes,
             suite_cache_size: self.suite_cache_size,
             max_batch_items: self.max_batch_items,
+            ..Limits::default()
         }
     }
 

@@ -211,7 +211,7 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("gen-corpus") {
         let cases = args
             .get(1)
-            .map_or_else(|| root().join("../../../shared/conformance/cases.jsonl"), PathBuf::from);
+            .map_or_else(|| root().join("../../tests/conformance/cases.jsonl"), PathBuf::from);
         return gen_corpus(&cases);
     }
     run(&args)
