@@ -197,6 +197,8 @@ check-standalone: | $(PY)
 		$(CARGO) test -q -p trajgrade-core --test conformance --test determinism
 	# The clone's Python package and tests, with this tree's built extension.
 	cp python/trajgrade/_core*.so $(STANDALONE_DIR)/trajgrade/python/trajgrade/
+	cd $(STANDALONE_DIR)/trajgrade && PYTHONPATH=python $(abspath $(PY)) -c 'import sys, trajgrade; \
+		sys.exit(None if trajgrade.__file__.startswith("$(STANDALONE_DIR)/") else "imported " + trajgrade.__file__)'
 	cd $(STANDALONE_DIR)/trajgrade && PYTHONPATH=python $(abspath $(BIN))/pytest -q -p no:cacheprovider \
 		tests/test_conformance.py tests/importers
 	rm -rf $(STANDALONE_DIR)
