@@ -1,4 +1,4 @@
-"""The conformance corpus (tests/conformance, vendored from shared/conformance) and its comparison."""
+"""The conformance corpus (tests/conformance, vendored from shared/) and its comparison."""
 
 from __future__ import annotations
 
