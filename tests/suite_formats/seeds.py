@@ -21,14 +21,15 @@ def json_blocks(name: str) -> list[str]:
 
 
 def between(name: str, start: str, end: str) -> str:
-    """The lines of a seed from the line that is `start` up to (not including) the line `end`.
+    """The lines of a seed from the line that is `start` up to (not including) the first line
+    after it that starts with `end`.
 
     The article and the lesson are plain text without fences; their examples are cut out by
     their first line and the line that follows them.
     """
     lines = text(name).split("\n")
     first = next(i for i, line in enumerate(lines) if line.strip() == start)
-    last = next(i for i in range(first + 1, len(lines)) if lines[i].strip() == end)
+    last = next(i for i in range(first + 1, len(lines)) if lines[i].strip().startswith(end))
     return "\n".join(lines[first:last]).rstrip() + "\n"
 
 

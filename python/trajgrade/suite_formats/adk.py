@@ -46,20 +46,21 @@ def convert(obj: Any, *, config: Any = None, eval_id: str | None = None) -> Conv
                 "and pass the config as config="
             ]
         )
-    cases = _cases(obj)
+    found = cases(obj)
     if eval_id is not None:
-        cases = [c for c in cases if _get(c, "eval_id") == eval_id]
-    if len(cases) != 1:
-        raise SuiteFormatError([f"expected one eval case, found {len(cases)}; pass eval_id"])
-    return _case(cases[0], config)
+        found = [c for c in found if _get(c, "eval_id") == eval_id]
+    if len(found) != 1:
+        raise SuiteFormatError([f"expected one eval case, found {len(found)}; pass eval_id"])
+    return _case(found[0], config)
 
 
 def convert_eval_set(obj: Any, *, config: Any = None) -> dict[str, Conversion]:
     """Every eval case of a set, by eval_id."""
-    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in _cases(obj)}
+    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in cases(obj)}
 
 
-def _cases(obj: Any) -> list[dict[str, Any]]:
+def cases(obj: Any) -> list[dict[str, Any]]:
+    """The eval cases of a set, a case, or a legacy list."""
     if isinstance(obj, list):
         # Legacy `.test.json`: a list of turns is one eval case, as ADK's migration makes it.
         turns = [
