@@ -20,15 +20,17 @@ def json_blocks(name: str) -> list[str]:
     return [m.group(1) for m in _FENCE.finditer(text(name))]
 
 
-def between(name: str, start: str, end: str) -> str:
+def between(name: str, start: str, end: str, *, after: str | None = None) -> str:
     """The lines of a seed from the line that is `start` up to (not including) the first line
     after it that starts with `end`.
 
     The article and the lesson are plain text without fences; their examples are cut out by
-    their first line and the line that follows them.
+    their first line and the line that follows them; `after` skips to the first line that is
+    `after` before looking for `start`.
     """
     lines = text(name).split("\n")
-    first = next(i for i, line in enumerate(lines) if line.strip() == start)
+    skip = 0 if after is None else next(i for i, line in enumerate(lines) if line.strip() == after)
+    first = next(i for i in range(skip, len(lines)) if lines[i].strip() == start)
     last = next(i for i in range(first + 1, len(lines)) if lines[i].strip().startswith(end))
     return "\n".join(lines[first:last]).rstrip() + "\n"
 

@@ -23,6 +23,7 @@ from trajgrade.importers.report import (
     TOOL_RESULT_WITHOUT_CALL,
     UNKNOWN_ITEM_TYPE,
     UNRECOGNISED_RECORD,
+    UNRECOGNISED_TOOL_CALL,
     UNSUPPORTED_TOOL_CALL,
     ImportReport,
 )
@@ -102,7 +103,7 @@ def from_items(
     """Map Chat Completions messages and/or Responses API items to one Trace."""
     builder = _Builder(report if report is not None else ImportReport(), error_prefix)
     for position, item in enumerate(items):
-        builder.item(item, f"{where} item {position}")
+        builder.item(item, f"{where} messages[{position}]")
     trace = trace_pb2.Trace(id=trace_id, calls=builder.calls, final_answer=builder.answer)
     trace.metadata.update(metadata or {})
     builder.report.traces += 1
@@ -160,7 +161,7 @@ class _Builder:
             if text:
                 self.answer = text
             for position, tool_call in enumerate(message.get("tool_calls") or []):
-                self.chat_tool_call(tool_call, f"{where} tool_call {position}")
+                self.chat_tool_call(tool_call, f"{where}.tool_calls[{position}]")
             legacy = message.get("function_call")
             if isinstance(legacy, dict):
                 call = self.add_call(None, legacy.get("name"), legacy.get("arguments"), where)
@@ -182,6 +183,19 @@ class _Builder:
             self.report.add(UNRECOGNISED_RECORD, where, "tool call is not an object")
             return
         function = tool_call.get("function")
+        if function is None and "type" not in tool_call and "name" in tool_call:
+            # The flat shape agents log themselves (`{"id", "name", "arguments"}`, as in
+            # mini-agent loops and the rule-based trajectory lesson): the same three fields.
+            self.add_call(tool_call.get("id"), tool_call["name"], tool_call.get("arguments"), where)
+            return
+        if function is None and "type" not in tool_call:
+            keys = ", ".join(map(repr, tool_call)) or "none"
+            self.report.add(
+                UNRECOGNISED_TOOL_CALL,
+                where,
+                f"no 'function' object and no 'name' (keys: {keys})",
+            )
+            return
         if tool_call.get("type", "function") != "function" or not isinstance(function, dict):
             # Custom tools take free text, not JSON arguments: nothing sound to map them to.
             self.report.add(

@@ -20,6 +20,7 @@ INVALID_ATTRIBUTE_JSON = "INVALID_ATTRIBUTE_JSON"
 MISSING_GROUP_ATTRIBUTE = "MISSING_GROUP_ATTRIBUTE"
 LOG_WITHOUT_TRACE = "LOG_WITHOUT_TRACE"
 CONFLICTING_ID = "CONFLICTING_ID"
+UNRECOGNISED_TOOL_CALL = "UNRECOGNISED_TOOL_CALL"
 
 # How many example locations to keep per reason: enough to find the problem, bounded memory.
 _EXAMPLES_PER_REASON = 5
@@ -61,7 +62,9 @@ class ImportReport:
                 else ""
             )
         ]
-        if not self.unmapped:
+        if not self.unmapped and self.traces and not self.calls:
+            lines.append("no tool call found in the input")
+        elif not self.unmapped:
             lines.append("everything in the input was mapped")
         for reason in sorted(self.unmapped):
             lines.append(f"not mapped: {reason} x{self.unmapped[reason]}")
