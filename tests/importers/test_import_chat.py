@@ -32,6 +32,14 @@ def test_tau_bench_matches_raw_file(tau_bench: Path) -> None:
         assert trace.metadata["task_id"] == str(run["task_id"])
         assert trace.metadata["trial"] == str(run["trial"])
     assert sum(len(t.calls) for t in traces) == 1164
+    # gpt-4o reuses tool-call ids across turns: every reuse is a distinct call, kept and counted.
+    reused = sum(
+        len(ids) - len(set(ids))
+        for run in raw
+        for ids in [[tc["id"] for m in run["traj"] for tc in m.get("tool_calls") or []]]
+    )
+    assert reused > 0
+    assert report.id_collisions == reused
 
 
 SAMPLE = trace_pb2.Trace(

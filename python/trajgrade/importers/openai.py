@@ -218,6 +218,9 @@ class _Builder:
             call.arguments_json = exact_json.dumps(arguments)
         if isinstance(call_id, str) and call_id:
             call.id = call_id
+            if call_id in self.pending:
+                # Reused (tau-bench's gpt-4o does): a distinct call all the same, kept.
+                self.report.id_collisions += 1
             waiting = self.pending.setdefault(call_id, [])
             if waiting:
                 self.report.add(CONFLICTING_ID, where, f"tool call id {call_id!r} still pending")

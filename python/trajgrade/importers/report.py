@@ -21,6 +21,7 @@ MISSING_GROUP_ATTRIBUTE = "MISSING_GROUP_ATTRIBUTE"
 LOG_WITHOUT_TRACE = "LOG_WITHOUT_TRACE"
 CONFLICTING_ID = "CONFLICTING_ID"
 UNRECOGNISED_TOOL_CALL = "UNRECOGNISED_TOOL_CALL"
+UNMAPPED_ATTRIBUTE = "UNMAPPED_ATTRIBUTE"
 
 # How many example locations to keep per reason: enough to find the problem, bounded memory.
 _EXAMPLES_PER_REASON = 5
@@ -37,6 +38,8 @@ class ImportReport:
     traces: int = 0
     calls: int = 0
     merged_duplicates: int = 0
+    # Calls kept apart although they share a tool-call id (a model reusing ids across turns).
+    id_collisions: int = 0
     unmapped: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
 
@@ -59,6 +62,11 @@ class ImportReport:
             + (
                 f"; merged {self.merged_duplicates} duplicate report(s) of the same call"
                 if self.merged_duplicates
+                else ""
+            )
+            + (
+                f"; kept {self.id_collisions} call(s) apart that reuse another call's id"
+                if self.id_collisions
                 else ""
             )
         ]
