@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 
 from trajgrade._core import InvalidSuiteError
 from trajgrade._messages import MessageParseError, parse_dict
+from trajgrade.importers import exact_json
 from trajgrade.suite_formats import FORMATS, SuiteFormatError, SuiteSet, convert_all, kind_of
 from trajgrade.suite_formats import parse_text as _parse_text
 from trajgrade.v1 import suite_pb2
@@ -130,6 +132,8 @@ def _parse(text: str, *, json_first: bool = True) -> Any:
         return _parse_text(text, json_first=json_first)
     except ValueError as exc:
         raise invalid_suite("suite", str(exc)) from exc
+    except RecursionError:
+        raise invalid_suite("suite", "the document is nested too deeply") from None
 
 
 def load_suites(
@@ -169,6 +173,63 @@ def _from_path(p: Path, fmt: str, allow_unsupported: bool) -> SuiteSet:
         raise invalid_suite("suite", f"{p} is not UTF-8 text") from exc
     value = _parse(text, json_first=p.suffix.lower() not in (".yaml", ".yml"))
     return _converted(value, text, fmt, p.parent, allow_unsupported)
+
+
+def import_text(
+    text: str, *, format: str = "auto", allow_unsupported: bool = False, name: str = ""
+) -> tuple[suite_pb2.Suite, SuiteSet]:
+    """One suite from untrusted text (the ImportSuite RPC): no file is ever read (promptfoo
+    `file://` references are errors), YAML aliases are refused (they can expand a small text
+    into a huge structure), and nesting too deep for the parser is an error, not a crash.
+
+    Returns the suite (`name` picks one of several) and the SuiteSet it came from.
+    """
+    if format not in SUITE_FORMATS:
+        raise invalid_suite("format", f"unknown suite format {format!r}; expected {SUITE_FORMATS}")
+    try:
+        value = _parse_untrusted(text)
+        kind = kind_of(value) if format == "auto" else format
+        if kind == "native":
+            if not isinstance(value, Mapping):
+                raise invalid_suite("suite", "a suite document must be an object")
+            found = _native(suite_from_dict(_plain_numbers(value)))
+        else:
+            found = convert_all(value, kind, base=None, allow_unsupported=allow_unsupported)
+        return (found.pick(name) if name else found.only()), found
+    except SuiteFormatError as exc:
+        raise format_error(exc) from None
+    except RecursionError:
+        raise invalid_suite("text", "the document is nested too deeply") from None
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases (*name) are not accepted here")
+        return super().compose_node(parent, index)
+
+
+def _parse_untrusted(text: str) -> Any:
+    try:
+        return exact_json.loads(text)
+    except ValueError:
+        pass
+    try:
+        # A SafeLoader subclass: safe_load's constructors, without aliases.
+        return yaml.load(text, Loader=_NoAliasLoader)
+    except yaml.YAMLError as exc:
+        raise invalid_suite("text", f"neither JSON nor YAML: {exc}") from exc
+
+
+def _plain_numbers(value: Any) -> Any:
+    # The native parser takes floats; exact digits live in the JSON text fields anyway.
+    if isinstance(value, dict):
+        return {k: _plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_numbers(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
 
 
 def load_suite(
