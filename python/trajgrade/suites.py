@@ -25,7 +25,9 @@ from trajgrade.suite_formats import FORMATS, SuiteFormatError, SuiteSet, convert
 from trajgrade.suite_formats import parse_text as _parse_text
 from trajgrade.v1 import suite_pb2
 
-SuiteInput: TypeAlias = "suite_pb2.Suite | bytes | str | os.PathLike[str] | Mapping[str, Any]"
+SuiteInput: TypeAlias = (
+    "suite_pb2.Suite | bytes | str | os.PathLike[str] | Mapping[str, Any] | list[Any]"
+)
 SUITE_FORMATS = ("auto", *FORMATS)
 
 
@@ -157,6 +159,9 @@ def load_suites(
         return _converted(_parse(suite), suite, format, Path.cwd(), allow_unsupported)
     if isinstance(suite, Mapping):
         return _converted(dict(suite), None, format, Path.cwd(), allow_unsupported)
+    if isinstance(suite, list):
+        # promptfoo assertion lists and test-case files, ADK's legacy turn lists.
+        return _converted(suite, None, format, Path.cwd(), allow_unsupported)
     raise TypeError(f"unsupported suite input: {type(suite).__name__}")
 
 

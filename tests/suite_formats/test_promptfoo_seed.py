@@ -211,3 +211,22 @@ def test_grade_cli_skip_unsupported_lists_what_it_left_out(
     left_out = [line for line in captured.err.splitlines() if "left out" in line]
     assert len(left_out) == 3
     assert "defaultTest.assert[3]: type 'javascript'" in left_out[1]
+
+
+def test_grade_cli_one_trace_names_its_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _layout(tmp_path)
+    (tmp_path / "evals" / "helpdesk" / "other.yaml").write_text(
+        "- description: other\n  assert:\n    - type: trajectory:tool-used\n      value: x\n",
+        encoding="utf-8",
+    )
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps(seeds.trace(GOOD) | {"metadata": {"test": NAME}}), encoding="utf-8")
+    assert main(["grade", "--suite", str(path), "--trace", str(trace), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["results"]) == 5
+    trace.write_text(json.dumps(seeds.trace(GOOD)), encoding="utf-8")
+    assert main(["grade", "--suite", str(path), "--trace", str(trace), "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)
+    assert error["field"] == "metadata.test"
+    assert "'other'" in error["message"]

@@ -38,7 +38,7 @@ BAD = seeds.trace([("issue_refund", {"amount_cents": 500}), ("delete_customer", 
     [(ORBIT, "orbit"), (PROMPTFOO, "promptfoo"), (ADK, "adk"), (NATIVE, "native")],
 )
 def test_compile_suite_takes_every_format_in_every_form(
-    source: object, kind: str, tmp_path: Path
+    source: dict[str, object] | list[object], kind: str, tmp_path: Path
 ) -> None:
     text = json.dumps(source)
     path = tmp_path / "suite.json"
@@ -46,8 +46,7 @@ def test_compile_suite_takes_every_format_in_every_form(
     yaml_path = tmp_path / "suite.yaml"
     yaml_path.write_text(text, encoding="utf-8")  # JSON is YAML
     ids = {compile_suite(form).suite_id for form in (text, path, str(path), yaml_path)}
-    if isinstance(source, dict):
-        ids.add(compile_suite(source).suite_id)
+    ids.add(compile_suite(source).suite_id)  # the parsed value itself: a dict or a list
     ids.add(compile_suite(load_suite(path)).suite_id)
     assert len(ids) == 1
     assert trajgrade.load_suites(path).format == kind
