@@ -71,8 +71,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
         "--test",
         metavar="NAME",
         default=None,
-        help="grade against this test's suite of a file holding several (promptfoo tests by "
-        "description, ADK eval cases by eval_id); default: each trace's metadata.test",
+        help="the suite to use from a file holding several (promptfoo tests by description, "
+        "ADK eval cases by eval_id); grade defaults to each trace's metadata.test, regrade "
+        "needs it",
     )
 
 
