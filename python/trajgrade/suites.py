@@ -114,7 +114,13 @@ def _native(suite: suite_pb2.Suite) -> SuiteSet:
 
 
 def _converted(
-    value: Any, text: str | None, fmt: str, base: Path | None, allow_unsupported: bool
+    value: Any,
+    text: str | None,
+    fmt: str,
+    base: Path | None,
+    allow_unsupported: bool,
+    *,
+    source: Path | None = None,
 ) -> SuiteSet:
     kind = kind_of(value) if fmt == "auto" else fmt
     if kind == "native":
@@ -123,10 +129,25 @@ def _converted(
         if not isinstance(value, Mapping):
             raise invalid_suite("suite", "a suite document must be an object")
         return _native(suite_from_dict(value))
+    options = {"config": _adk_config(source)} if kind == "adk" and source is not None else {}
     try:
-        return convert_all(value, kind, base=base, allow_unsupported=allow_unsupported)
+        return convert_all(value, kind, base=base, allow_unsupported=allow_unsupported, **options)
     except SuiteFormatError as exc:
         raise format_error(exc) from None
+
+
+def _adk_config(source: Path) -> Any:
+    """The `test_config.json` beside an ADK eval file, as ADK's AgentEvaluator finds it."""
+    path = source.parent / "test_config.json"
+    if path.resolve() == source.resolve() or not path.is_file():
+        return None
+    try:
+        config = _parse_text(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise invalid_suite("test_config.json", f"cannot read {path}: {exc}") from exc
+    if not isinstance(config, Mapping) or not isinstance(config.get("criteria"), Mapping):
+        raise invalid_suite("test_config.json", f"{path} has no `criteria` object")
+    return config
 
 
 def _parse(text: str, *, json_first: bool = True) -> Any:
@@ -177,7 +198,7 @@ def _from_path(p: Path, fmt: str, allow_unsupported: bool) -> SuiteSet:
     except UnicodeDecodeError as exc:
         raise invalid_suite("suite", f"{p} is not UTF-8 text") from exc
     value = _parse(text, json_first=p.suffix.lower() not in (".yaml", ".yml"))
-    return _converted(value, text, fmt, p.parent, allow_unsupported)
+    return _converted(value, text, fmt, p.parent, allow_unsupported, source=p)
 
 
 def import_text(

@@ -14,6 +14,8 @@ from client.conftest import ThreadedServer, free_port
 from trajgrade import InvalidSuiteError, compile_suite, load_suite
 from trajgrade.cli import main
 from trajgrade.client import Client
+from trajgrade.v1.assertion_pb2 import TRAJECTORY_MODE_SUPERSET
+from trajgrade.v1.result_pb2 import VERDICT_FAIL, VERDICT_PASS
 
 ORBIT = {
     "name": "refunds",
@@ -153,3 +155,24 @@ def test_python_client_takes_every_format(live: ThreadedServer, tmp_path: Path) 
         suite_id = client.register_suite(path)
         assert suite_id == compile_suite(ORBIT).suite_id
         assert client.get_suite(suite_id) == load_suite(ORBIT)
+
+
+def test_adk_reads_test_config_json_beside_the_eval_file(tmp_path: Path) -> None:
+    # ADK's AgentEvaluator takes the criteria of `test_config.json` in the eval file's folder.
+    path = tmp_path / "refund.test.json"
+    path.write_text(json.dumps(ADK), encoding="utf-8")
+    reversed_calls = seeds.trace([("issue_refund", {}), ("lookup_account", {"id": 1})])
+    assert compile_suite(path).grade(reversed_calls).verdict == VERDICT_FAIL  # EXACT by default
+    config = {
+        "criteria": {"tool_trajectory_avg_score": {"threshold": 1.0, "match_type": "ANY_ORDER"}}
+    }
+    (tmp_path / "test_config.json").write_text(json.dumps(config), encoding="utf-8")
+    suite = load_suite(path)
+    assert suite.assertions[0].trajectory_match.mode == TRAJECTORY_MODE_SUPERSET
+    assert compile_suite(path).grade(reversed_calls).verdict == VERDICT_PASS
+    # Its other criteria grade text: unsupported, as for a config given in Python.
+    config["criteria"]["response_match_score"] = 0.8
+    (tmp_path / "test_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(InvalidSuiteError, match="response_match_score"):
+        load_suite(path)
+    assert load_suite(path, allow_unsupported=True) == suite
