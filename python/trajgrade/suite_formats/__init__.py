@@ -128,13 +128,13 @@ def convert_all(
     looks = {"orbit": orbit.looks_like, "promptfoo": promptfoo.looks_like, "adk": adk.looks_like}
     if not looks[kind](obj):
         raise SuiteFormatError([f"suite: the input is not a {kind} suite ({_shape(kind)})"])
-    if kind == "promptfoo" and not _assertion_list(obj):
-        found = promptfoo_files.convert_tests(obj, base=base, load=load)
-    elif kind == "adk" and options.get("eval_id") is None and len(adk.cases(obj)) > 1:
-        found = list(adk.convert_eval_set(obj, config=options.get("config")).items())
-    else:
-        conversion = convert(obj, kind=kind, **options)
-        found = [(conversion.suite.name, conversion)]
+    try:
+        found = _convert_found(obj, kind, base, options)
+    except SuiteFormatError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        # A shape the converter did not expect: still the caller's input, never a crash.
+        raise SuiteFormatError([f"suite: not a valid {kind} suite: {exc}"]) from exc
     skipped: list[str] = []
     for _, conversion in found:
         skipped.extend(p for p in conversion.unsupported if p not in skipped)
@@ -148,6 +148,17 @@ def convert_all(
             else ["suite: nothing in the input converts to an assertion"]
         )
     return SuiteSet(kind, {name: c.suite for name, c in found}, skipped)
+
+
+def _convert_found(
+    obj: Any, kind: str, base: Path | None, options: dict[str, Any]
+) -> list[tuple[str, Conversion]]:
+    if kind == "promptfoo" and not _assertion_list(obj):
+        return promptfoo_files.convert_tests(obj, base=base, load=load)
+    if kind == "adk" and options.get("eval_id") is None and len(adk.cases(obj)) > 1:
+        return list(adk.convert_eval_set(obj, config=options.get("config")).items())
+    conversion = convert(obj, kind=kind, **options)
+    return [(conversion.suite.name, conversion)]
 
 
 def _assertion_list(obj: Any) -> bool:

@@ -113,7 +113,7 @@ def _match(spec: dict[str, Any], where: str, *, default_mode: str | None) -> _A.
     raw_mode = spec.get("mode", default_mode)
     if raw_mode is None:
         raise _InvalidError(f"{where}.mode: missing; expected exact, subset, regex")
-    mode = raw_mode.lower() if isinstance(raw_mode, str) else raw_mode
+    mode = raw_mode.lower() if isinstance(raw_mode, str) else None
     if mode not in _MODES:
         raise _InvalidError(
             f"{where}.mode: unknown mode {raw_mode!r}; expected exact, subset, regex"
@@ -184,11 +184,11 @@ def _tool_call_args(entry: Any) -> _A.Assertion:
     check = _A.ToolCallArgs(tool=tool, match=_match(spec, where, default_mode="exact"))
     index = entry.get("call_index")
     if index is not None:
-        if isinstance(index, bool) or not isinstance(index, int) or index == 0:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 < abs(index) < 2**31:
             raise _InvalidError(f".call_index: must be a 1-based integer, got {index!r}")
         check.call_index = index
     quantifier = entry.get("quantifier", "any")
-    if quantifier not in ("any", "all"):
+    if not isinstance(quantifier, str) or quantifier not in ("any", "all"):
         raise _InvalidError(f".quantifier: {quantifier!r}; expected any or all")
     check.quantifier = _A.QUANTIFIER_ALL if quantifier == "all" else _A.QUANTIFIER_ANY
     return _A.Assertion(tool_call_args=check)
@@ -203,7 +203,7 @@ def _sequence(value: Any) -> _A.Assertion:
         steps, mode = value.get("steps"), value.get("mode", "in_order")
     if not isinstance(steps, list) or not steps:
         raise _InvalidError(": needs a non-empty list of steps")
-    if mode not in _SEQUENCE_MODES:
+    if not isinstance(mode, str) or mode not in _SEQUENCE_MODES:
         raise _InvalidError(f".mode: {mode!r}; expected in_order, exact, any_order")
     out = []
     for index, step in enumerate(steps):

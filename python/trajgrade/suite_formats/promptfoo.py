@@ -151,8 +151,8 @@ def _count(value: Any, key: str) -> int | None:
     raw = value.get(key)
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise _UnsupportedError(f"{key} must be a non-negative integer, got {raw!r}")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < 2**31:
+        raise _UnsupportedError(f"{key} must be an integer from 0 to 2147483647, got {raw!r}")
     return raw
 
 
@@ -206,6 +206,8 @@ def _tool_args_match(value: Any, negate: bool) -> _A.Assertion:
             raise _UnsupportedError("tool-args-match defaults must be an object")
         match.defaults_json = json_text(defaults)
     ignore = value.get("ignore")
+    if ignore is not None and not isinstance(ignore, str | list):
+        raise _UnsupportedError(f"tool-args-match ignore must be a key or a list, got {ignore!r}")
     for key in [ignore] if isinstance(ignore, str) else ignore or []:
         if not isinstance(key, str) or not key or any(ch in key for ch in "*?.[]"):
             # promptfoo ignores top-level keys only, `*`/`?` as key globs; our entries are
