@@ -111,6 +111,11 @@ def from_items(
     return trace
 
 
+def _is_text_part(part: dict[str, Any]) -> bool:
+    kind = part.get("type")
+    return isinstance(kind, str) and kind in _TEXT_PART_TYPES
+
+
 class _Builder:
     def __init__(self, report: ImportReport, error_prefix: str | None) -> None:
         self.report = report
@@ -148,7 +153,7 @@ class _Builder:
                 call.error = bool(item.get("error"))
                 if item.get("error") and not call.HasField("result"):
                     call.result = self.result_text(item.get("error"), where)
-        elif kind in _SILENT_ITEM_TYPES:
+        elif isinstance(kind, str) and kind in _SILENT_ITEM_TYPES:
             return
         elif isinstance(kind, str) and kind.endswith(_HOSTED_TOOL_SUFFIXES):
             self.report.add(UNSUPPORTED_TOOL_CALL, where, f"item type {kind}")
@@ -160,7 +165,11 @@ class _Builder:
             text = self.answer_text(message.get("content"), where)
             if text:
                 self.answer = text
-            for position, tool_call in enumerate(message.get("tool_calls") or []):
+            tool_calls = message.get("tool_calls") or []
+            if not isinstance(tool_calls, list):
+                self.report.add(UNRECOGNISED_TOOL_CALL, f"{where}.tool_calls", "not a list")
+                tool_calls = []
+            for position, tool_call in enumerate(tool_calls):
                 self.chat_tool_call(tool_call, f"{where}.tool_calls[{position}]")
             legacy = message.get("function_call")
             if isinstance(legacy, dict):
@@ -231,7 +240,8 @@ class _Builder:
     def add_result(self, call_id: Any, content: Any, where: str) -> None:
         waiting = self.pending.get(call_id) if isinstance(call_id, str) else None
         if not waiting:
-            reason = DUPLICATE_TOOL_RESULT if call_id in self.pending else TOOL_RESULT_WITHOUT_CALL
+            seen = isinstance(call_id, str) and call_id in self.pending
+            reason = DUPLICATE_TOOL_RESULT if seen else TOOL_RESULT_WITHOUT_CALL
             self.report.add(reason, where, f"tool_call_id {call_id!r}")
             return
         self.set_result(waiting.pop(0), content, where)
@@ -248,7 +258,7 @@ class _Builder:
         if isinstance(content, list):
             texts = []
             for part in content:
-                if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+                if isinstance(part, dict) and _is_text_part(part):
                     texts.append(str(part.get("text", "")))
                 else:
                     kind = part.get("type") if isinstance(part, dict) else type(part).__name__
@@ -265,7 +275,7 @@ class _Builder:
             return ""
         texts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+            if isinstance(part, dict) and _is_text_part(part):
                 texts.append(str(part.get("text", "")))
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__

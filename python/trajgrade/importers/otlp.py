@@ -401,6 +401,11 @@ def _group(  # noqa: PLR0912 - two grouping modes over spans and events
     return list(groups.values())
 
 
+def _list(value: Any) -> list[Any]:
+    """A list attribute of parsed, untrusted JSON; anything else holds nothing to read."""
+    return value if isinstance(value, list) else []
+
+
 def _text_or_json(value: Any) -> str:
     return value if isinstance(value, str) else dumps_untrusted(value)
 
@@ -555,7 +560,7 @@ class _Extractor:
             if not isinstance(message, dict):
                 continue
             texts = []
-            for part in message.get("parts") or []:
+            for part in _list(message.get("parts")):
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "tool_call":
@@ -574,7 +579,7 @@ class _Extractor:
     def genai_input(self, span: _Span, text: str) -> None:
         messages = self.parse(text, span, "gen_ai.input.messages")
         for message in messages if isinstance(messages, list) else []:
-            for part in message.get("parts") or [] if isinstance(message, dict) else []:
+            for part in _list(message.get("parts")) if isinstance(message, dict) else []:
                 if isinstance(part, dict) and part.get("type") == "tool_call_response":
                     call_id = part.get("id")
                     if isinstance(call_id, str) and call_id and "response" in part:
@@ -628,7 +633,7 @@ class _Extractor:
             message = body.get("message")
             if not isinstance(message, dict):
                 return
-            for tool_call in message.get("tool_calls") or []:
+            for tool_call in _list(message.get("tool_calls")):
                 function = tool_call.get("function") if isinstance(tool_call, dict) else None
                 if isinstance(function, dict):
                     self.request(
