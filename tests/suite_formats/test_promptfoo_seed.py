@@ -169,11 +169,20 @@ def test_grade_cli_picks_each_traces_test(
         seeds.trace([("refund", {})], "refund") | {"metadata": {"test": "refund"}},
         seeds.trace(GOOD, "lost") | {"metadata": {"test": "nope"}},
         seeds.trace(BAD, "bad") | {"metadata": {"test": NAME}},
+        {"id": "broken", "calls": [{"nme": "refund"}], "metadata": {"test": "refund"}},
     ]
     runs.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     assert main(["grade", "--suite", str(path), "--traces", str(runs)]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [o.get("verdict") for o in out] == ["VERDICT_PASS", "VERDICT_PASS", None, "VERDICT_FAIL"]
+    assert [o.get("verdict") for o in out] == [
+        "VERDICT_PASS",
+        "VERDICT_PASS",
+        None,
+        "VERDICT_FAIL",
+        None,
+    ]
+    # An item error inside one test's batch names the line of the file, not of the batch.
+    assert out[4]["field"].startswith("traces[4]"), out[4]
     assert len(out[0]["results"]) == 5
     assert [r["name"] for r in out[1]["results"]] == [
         "no_forbidden_tool",
@@ -186,11 +195,12 @@ def test_grade_cli_picks_each_traces_test(
     # --test grades every trace against one test's suite.
     assert main(["grade", "--suite", str(path), "--traces", str(runs), "--test", "refund"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [o["verdict"] for o in out] == [
+    assert [o.get("verdict") for o in out] == [
         "VERDICT_FAIL",
         "VERDICT_PASS",
         "VERDICT_FAIL",
         "VERDICT_FAIL",
+        None,
     ]
 
 

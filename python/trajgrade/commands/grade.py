@@ -232,12 +232,10 @@ def _grade_by_test(
     by_id = {s.suite_id: s for s in suites.values()}
     for suite_id, indexes in groups.items():
         graded = by_id[suite_id].grade_batch([traces[i] for i in indexes])
-        for i, outcome in zip(indexes, graded, strict=True):
-            if isinstance(outcome, result_pb2.ItemError):
+        for k, (i, outcome) in enumerate(zip(indexes, graded, strict=True)):
+            if isinstance(outcome, result_pb2.ItemError) and k != i:
                 # The batch numbers items within the group; report the line's index.
-                outcome.field = outcome.field.replace(
-                    f"traces[{indexes.index(i)}]", f"traces[{i}]", 1
-                )
+                outcome.field = outcome.field.replace(f"traces[{k}]", f"traces[{i}]", 1)
             outcomes[i] = outcome
     return [o for o in outcomes if o is not None]
 
