@@ -9,6 +9,8 @@ misspelt key never loosens a check silently).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from trajgrade.suite_formats.conversion import Conversion, SuiteFormatError, json_text
@@ -63,7 +65,7 @@ def convert(obj: dict[str, Any]) -> Conversion:
             )
     assertions = conversion.suite.assertions
 
-    def attempt(where: str, build: Any) -> None:
+    def attempt(where: str, build: Callable[[], _A.Assertion]) -> None:
         try:
             made = build()
         except _SkipError as exc:
@@ -71,22 +73,24 @@ def convert(obj: dict[str, Any]) -> Conversion:
         except _InvalidError as exc:
             errors.append(f"{where}{exc}")
         else:
-            assertions.extend(made if isinstance(made, list) else [made])
+            assertions.append(made)
 
     args = obj.get("tool_call_args")
     if args is not None and not isinstance(args, dict | list):
         errors.append("tool_call_args: must be a list of {tool, match} entries")
     for where, entry in _entries(args):
-        attempt(where, lambda e=entry: _tool_call_args(e))
+        attempt(where, functools.partial(_tool_call_args, entry))
     if "expected_tool_sequence" in obj:
-        attempt("expected_tool_sequence", lambda: _sequence(obj["expected_tool_sequence"]))
+        attempt(
+            "expected_tool_sequence", functools.partial(_sequence, obj["expected_tool_sequence"])
+        )
     if "allowed_tools" in obj:
-        attempt("allowed_tools", lambda: _allowed(obj["allowed_tools"]))
+        attempt("allowed_tools", functools.partial(_allowed, obj["allowed_tools"]))
     presence = obj.get("expected_tool_calls")
     if presence is not None and not isinstance(presence, list):
         errors.append("expected_tool_calls: must be a list of tool names")
     for index, tool in enumerate(presence if isinstance(presence, list) else []):
-        attempt(f"expected_tool_calls[{index}]", lambda t=tool: _presence(t))
+        attempt(f"expected_tool_calls[{index}]", functools.partial(_presence, tool))
     if errors:
         raise SuiteFormatError(errors)
     return conversion
