@@ -10,7 +10,7 @@ from trajgrade.errors import (
     TrajgradeError,
 )
 from trajgrade.grading import CompiledSuite, compile_suite, default_grader
-from trajgrade.suites import load_suite
+from trajgrade.suites import load_suite, load_suites
 from trajgrade.traces import trace_bytes
 
 __all__ = [
@@ -27,5 +27,6 @@ __all__ = [
     "compile_suite",
     "default_grader",
     "load_suite",
+    "load_suites",
     "trace_bytes",
 ]

@@ -592,7 +592,14 @@ _METHODS: Final = {
     "BatchGradeTraces": grader_service_pb2.BatchGradeTracesResponse.FromString,
     "RegisterSuite": grader_service_pb2.RegisterSuiteResponse.FromString,
     "GetSuite": grader_service_pb2.GetSuiteResponse.FromString,
+    "ImportSuite": grader_service_pb2.ImportSuiteResponse.FromString,
 }
+
+
+def _import_request(text: str, format: str, skip_unsupported: bool, name: str) -> bytes:
+    return grader_service_pb2.ImportSuiteRequest(
+        format=format, text=text, skip_unsupported=skip_unsupported, name=name
+    ).SerializeToString()
 
 
 # --- blocking client -----------------------------------------------------------------------------
@@ -689,6 +696,27 @@ class Client(_ClientBase):
             return suite_pb2.Suite.FromString(known)
         suite: suite_pb2.Suite = response.suite
         return suite
+
+    def import_suite(
+        self,
+        text: str,
+        *,
+        format: str = "auto",
+        skip_unsupported: bool = False,
+        name: str = "",
+        timeout: _Unset = _DEFAULT,
+    ) -> grader_service_pb2.ImportSuiteResponse:
+        """Converts a suite file's text (Orbit, promptfoo, ADK or native; `format` to force one)
+        on the server and registers it: the response holds the native `suite`, its `suite_id`
+        and what was left out (`unsupported`, with `skip_unsupported=True`). `name` picks one
+        suite of a source holding several. Raises InvalidSuiteError naming each problem.
+        """
+        request = _import_request(text, format, skip_unsupported, name)
+        response: grader_service_pb2.ImportSuiteResponse = self._call(
+            "ImportSuite", request, self._call_deadline(timeout)
+        )
+        self._suites.remember(self._suites.ref(response.suite), response.suite_id)
+        return response
 
     def grade(
         self, trace: TraceInput, suite: SuiteInput, *, timeout: _Unset = _DEFAULT
@@ -888,6 +916,23 @@ class AsyncClient(_ClientBase):
             return suite_pb2.Suite.FromString(known)
         suite: suite_pb2.Suite = response.suite
         return suite
+
+    async def import_suite(
+        self,
+        text: str,
+        *,
+        format: str = "auto",
+        skip_unsupported: bool = False,
+        name: str = "",
+        timeout: _Unset = _DEFAULT,
+    ) -> grader_service_pb2.ImportSuiteResponse:
+        """See `Client.import_suite`."""
+        request = _import_request(text, format, skip_unsupported, name)
+        response: grader_service_pb2.ImportSuiteResponse = await self._call(
+            "ImportSuite", request, self._call_deadline(timeout)
+        )
+        self._suites.remember(self._suites.ref(response.suite), response.suite_id)
+        return response
 
     async def grade(
         self, trace: TraceInput, suite: SuiteInput, *, timeout: _Unset = _DEFAULT

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from trajgrade import _core
 from trajgrade._core import Grader, TrajgradeError
-from trajgrade.suites import SuiteInput, suite_bytes
+from trajgrade.suites import SuiteInput, load_suite
 from trajgrade.traces import TraceInput, trace_bytes
 from trajgrade.v1 import result_pb2, suite_pb2
 
@@ -94,9 +94,19 @@ def _item_error(exc: TrajgradeError, trace: object) -> result_pb2.ItemError:
     )
 
 
-def compile_suite(suite: SuiteInput, *, grader: Grader | None = None) -> CompiledSuite:
-    """Validates and compiles a suite: a `Suite` message, its bytes, protobuf-JSON or YAML
-    text, a dict, or a file path. Raises `InvalidSuiteError` naming the field of the problem.
+def compile_suite(
+    suite: SuiteInput,
+    *,
+    grader: Grader | None = None,
+    format: str = "auto",
+    allow_unsupported: bool = False,
+) -> CompiledSuite:
+    """Validates and compiles a suite: a `Suite` message, its bytes, JSON or YAML text, a dict,
+    or a file path, in any suite format (native, Orbit, promptfoo, ADK: detected, or named by
+    `format`; see docs/suite-formats.md). Raises `InvalidSuiteError` naming the field of the
+    problem; parts of another format that cannot be converted are errors unless
+    `allow_unsupported=True` leaves them out.
     """
-    core = (grader or default_grader()).compile_suite(suite_bytes(suite))
+    message = load_suite(suite, format=format, allow_unsupported=allow_unsupported)
+    core = (grader or default_grader()).compile_suite(message.SerializeToString(deterministic=True))
     return CompiledSuite(core)

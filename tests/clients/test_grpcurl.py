@@ -56,6 +56,7 @@ def test_reflection_lists_the_services(grpcurl: Path, server: Server, tmp_path: 
             "StreamGradeTraces",
             "RegisterSuite",
             "GetSuite",
+            "ImportSuite",
         )
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,17 @@ def tau_bench() -> Path:
 @pytest.fixture(scope="session")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path | None]]:
     """Run the agent once per instrumentation mode; map mode -> (traces file, logs file)."""
-    out = tmp_path_factory.mktemp("golden")
+    return _drive(tmp_path_factory.mktemp("golden"), {})
+
+
+@pytest.fixture(scope="session")
+def reused_ids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path | None]]:
+    """The same agent, with a model that reuses one tool-call id on every turn."""
+    env = {"TRAJGRADE_FAKE_MODEL": fake_openai.REUSE_IDS_MODEL}
+    return _drive(tmp_path_factory.mktemp("reused-ids"), env)
+
+
+def _drive(out: Path, env: dict[str, str]) -> dict[str, tuple[Path, Path | None]]:
     results: dict[str, tuple[Path, Path | None]] = {}
     with fake_openai.serve() as base_url:
         processes = []
@@ -34,7 +45,15 @@ def golden(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pa
             if logs is not None:
                 command.append(str(logs))
             processes.append(
-                (mode, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+                (
+                    mode,
+                    subprocess.Popen(
+                        command,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        env={**os.environ, **env},
+                    ),
+                )
             )
             results[mode] = (traces, logs)
         for mode, process in processes:

@@ -20,12 +20,24 @@ CALLS = (
 )
 
 
+# Model name that makes the fake reuse one tool-call id across turns, as gpt-4o does in real
+# tau-bench runs (tests/data/tau_bench): one call per turn, every one with the id `call_0`.
+REUSE_IDS_MODEL = "fake-reuses-ids"
+REUSED_ID = "call_0"
+
+
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 
 def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
-    if any(m.get("role") == "tool" for m in messages):
+    done = sum(m.get("role") == "tool" for m in messages)
+    if model == REUSE_IDS_MODEL:
+        calls = CALLS[done : done + 1]
+        calls = tuple((REUSED_ID, name, args) for _, name, args in calls)
+    else:
+        calls = () if done else CALLS
+    if not calls:
         message: dict[str, Any] = {"role": "assistant", "content": FINAL_ANSWER}
         finish = "stop"
     else:
@@ -34,7 +46,7 @@ def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]
             "content": None,
             "tool_calls": [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-                for cid, name, args in CALLS
+                for cid, name, args in calls
             ],
         }
         finish = "tool_calls"

@@ -5,6 +5,9 @@ read their settings from the environment when they start):
 
     python otel_driver.py MODE BASE_URL TRACES_OUT [LOGS_OUT]
 
+With TRAJGRADE_FAKE_MODEL set, the agent asks for that model (the fake server's
+``fake-reuses-ids`` answers one tool call per turn, all with the same id).
+
 MODE is one of
 - ``openinference``: openinference-instrumentation-openai for the LLM spans, OpenInference
   TOOL spans from its tracer's ``@tool`` decorator;
@@ -71,26 +74,25 @@ def run_agent(client: OpenAI, call_tool: Callable[[str, str, str], str]) -> str:
         {"role": "system", "content": "You are a helpful assistant."},
         {"role": "user", "content": "Weather and time in Paris?"},
     ]
-    first = client.chat.completions.create(
-        model="gpt-4o-mini",
-        messages=messages,
-        tools=TOOLS,  # type: ignore[arg-type]
-    )
-    message = first.choices[0].message
-    messages.append(message.model_dump(exclude_none=True))
-    for tool_call in message.tool_calls or []:
-        fn = tool_call.function  # type: ignore[union-attr]
-        try:
-            content = call_tool(fn.name, fn.arguments, tool_call.id)
-        except RuntimeError as exc:
-            content = f"Error: {exc}"
-        messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": content})
-    second = client.chat.completions.create(
-        model="gpt-4o-mini",
-        messages=messages,
-        tools=TOOLS,  # type: ignore[arg-type]
-    )
-    return second.choices[0].message.content or ""
+    model = os.environ.get("TRAJGRADE_FAKE_MODEL", "gpt-4o-mini")
+    for _ in range(5):
+        response = client.chat.completions.create(
+            model=model,
+            messages=messages,
+            tools=TOOLS,  # type: ignore[arg-type]
+        )
+        message = response.choices[0].message
+        if not message.tool_calls:
+            return message.content or ""
+        messages.append(message.model_dump(exclude_none=True))
+        for tool_call in message.tool_calls:
+            fn = tool_call.function  # type: ignore[union-attr]
+            try:
+                content = call_tool(fn.name, fn.arguments, tool_call.id)
+            except RuntimeError as exc:
+                content = f"Error: {exc}"
+            messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": content})
+    raise RuntimeError("the fake model never answered")
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from trajgrade import importers
 from trajgrade.importers import ImportReport, anthropic, openai
 from trajgrade.v1 import trace_pb2
@@ -32,6 +33,14 @@ def test_tau_bench_matches_raw_file(tau_bench: Path) -> None:
         assert trace.metadata["task_id"] == str(run["task_id"])
         assert trace.metadata["trial"] == str(run["trial"])
     assert sum(len(t.calls) for t in traces) == 1164
+    # gpt-4o reuses tool-call ids across turns: every reuse is a distinct call, kept and counted.
+    reused = sum(
+        len(ids) - len(set(ids))
+        for run in raw
+        for ids in [[tc["id"] for m in run["traj"] for tc in m.get("tool_calls") or []]]
+    )
+    assert reused > 0
+    assert report.id_collisions == reused
 
 
 SAMPLE = trace_pb2.Trace(
@@ -238,3 +247,33 @@ def test_anthropic_results_and_reports() -> None:
         ("web_search", '{"type":"web_search_tool_result_error","error_code":"max_uses"}', True),
     ]
     assert report.unmapped == {"TOOL_RESULT_WITHOUT_CALL": 1, "UNKNOWN_ITEM_TYPE": 1}
+
+
+@pytest.mark.parametrize(
+    ("messages", "reason"),
+    [
+        ([{"role": "assistant", "tool_calls": 5}], "UNRECOGNISED_TOOL_CALL"),
+        ([{"type": ["function_call"]}], "UNKNOWN_ITEM_TYPE"),
+        ([{"role": "tool", "tool_call_id": ["a"], "content": "x"}], "TOOL_RESULT_WITHOUT_CALL"),
+        (
+            [
+                {"role": "assistant", "tool_calls": [{"id": "a", "name": "f", "arguments": "{}"}]},
+                {"role": "tool", "tool_call_id": "a", "content": [{"type": ["text"]}]},
+            ],
+            "NON_TEXT_RESULT_CONTENT",
+        ),
+    ],
+)
+def test_malformed_openai_shapes_are_reported_not_crashes(
+    messages: list[object], reason: str
+) -> None:
+    # Found by mutating real message lists: each used to raise TypeError.
+    report = ImportReport()
+    openai.from_items(messages, report=report)
+    assert report.unmapped[reason] == 1, report.summary()
+
+
+def test_malformed_anthropic_content_is_reported_not_a_crash() -> None:
+    report = ImportReport()
+    anthropic.from_messages([{"role": "user", "content": 1.5}], report=report)
+    assert report.unmapped["UNRECOGNISED_RECORD"] == 1

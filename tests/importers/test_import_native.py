@@ -130,8 +130,11 @@ def test_cli_reports_unmapped_and_fails_on_nothing(
     src = tmp_path / "chat.json"
     src.write_text(json.dumps([{"role": "tool", "tool_call_id": "x", "content": "?"}]))
     out = tmp_path / "o.jsonl"
-    assert _cli(["import", str(src), "--out", str(out)]) == 0
-    assert "TOOL_RESULT_WITHOUT_CALL x1" in capsys.readouterr().err
+    # A trace is written, but not one call was mapped: that is a failed import.
+    assert _cli(["import", str(src), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "TOOL_RESULT_WITHOUT_CALL x1" in err
+    assert "no tool call mapped" in err
     empty = tmp_path / "none.jsonl"
     empty.write_text("\n")
     assert _cli(["import", str(empty), "--format", "jsonl", "--out", str(out)]) == 1

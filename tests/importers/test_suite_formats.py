@@ -111,7 +111,7 @@ def test_orbit_objects(tmp_path: Path) -> None:
     args = suite.assertions[0].tool_call_args
     assert args.match.mode == A.MATCH_MODE_EXACT
     assert args.match.args_json == '{"amount_cents":5000,"rate":0.10000000000000001}'
-    with pytest.raises(SuiteFormatError, match="not an Orbit key"):
+    with pytest.raises(SuiteFormatError, match="not an Orbit trajectory key"):
         detect_and_convert({"allowed_tools": ["a"], "surprise": 1})
 
 

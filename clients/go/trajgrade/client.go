@@ -50,6 +50,20 @@ func (c *Client) RegisterSuite(ctx context.Context, suite *pb.Suite) (string, er
 	return resp.GetSuiteId(), nil
 }
 
+// ImportSuite converts the text of a suite file in another format (Orbit, promptfoo, Google ADK,
+// or native JSON/YAML; format "" or "auto" detects it) to the native Suite on the server and
+// registers it. The response holds the suite, its id, and what was left out when
+// skipUnsupported is set (otherwise those parts fail the call with codes.InvalidArgument, as
+// does anything that cannot be converted). name picks one suite of a file holding several.
+func (c *Client) ImportSuite(ctx context.Context, format, text string, skipUnsupported bool, name string) (*pb.ImportSuiteResponse, error) {
+	return c.stub.ImportSuite(ctx, &pb.ImportSuiteRequest{
+		Format:          format,
+		Text:            text,
+		SkipUnsupported: skipUnsupported,
+		Name:            name,
+	})
+}
+
 // GradeTrace grades one trace against a registered suite.
 func (c *Client) GradeTrace(ctx context.Context, suiteID string, trace *pb.Trace) (*pb.GradeResult, error) {
 	resp, err := c.stub.GradeTrace(ctx, &pb.GradeTraceRequest{

@@ -71,6 +71,22 @@ class TrajgradeClient {
     return response.suite_id;
   }
 
+  /**
+   * Convert the text of a suite file in another format (Orbit, promptfoo, Google ADK, or native
+   * JSON/YAML; format 'auto' detects it) on the server and register it. Resolves to
+   * {suite, suite_id, unsupported, format}; `unsupported` lists what was left out with
+   * skipUnsupported (without it those parts reject with INVALID_ARGUMENT naming each).
+   * `name` picks one suite of a file holding several.
+   */
+  async importSuite(text, { format = 'auto', skipUnsupported = false, name = '' } = {}) {
+    return this._unary('ImportSuite', {
+      text,
+      format,
+      skip_unsupported: skipUnsupported,
+      name,
+    });
+  }
+
   /** Grade one trace against a registered suite; resolves to a GradeResult. */
   async gradeTrace(suiteId, trace) {
     const response = await this._unary('GradeTrace', { trace, suite_id: suiteId });

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trajgrade.importers import FORMATS, ImportReport, read
+from trajgrade.importers import FORMATS, ImportReport, detect_format, read
 from trajgrade.importers.jsonl import write
 
 
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Import, write, report. Exit status 1 when no trace could be produced."""
+    """Import, write, report. Exit status 1 when no trace, or not one tool call, was produced."""
     report = ImportReport()
     options: dict[str, Any] = {}
     if args.logs:
@@ -70,4 +70,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"trajgrade import: {exc}", file=sys.stderr)
         return 2
     print(report.summary(), file=sys.stderr)
+    if count and not report.calls:
+        # Traces without a single call are almost always a shape we did not recognise.
+        print(
+            f"trajgrade import: {count} trace(s) but no tool call mapped (input read as "
+            f"{_formats(args)}); the lines above say what was seen and where, and "
+            "docs/trace-formats.md lists the shapes each format maps",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if count else 1
+
+
+def _formats(args: argparse.Namespace) -> str:
+    if args.format != "auto":
+        return str(args.format)
+    seen: list[str] = []
+    for path in args.inputs:
+        try:
+            fmt = detect_format(path)
+        except (OSError, ValueError):
+            continue
+        if fmt not in seen:
+            seen.append(fmt)
+    return ", ".join(seen) or "unknown"

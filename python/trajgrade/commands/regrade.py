@@ -31,7 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from trajgrade.regrade.source import FORMATS  # noqa: PLC0415
 
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="trace files")
-    parser.add_argument("--suite", required=True, help="suite file (JSON or YAML)")
+    from trajgrade.commands.grade import add_suite_arguments  # noqa: PLC0415
+
+    parser.add_argument(
+        "--suite",
+        required=True,
+        help="suite file (JSON or YAML): native, Orbit, promptfoo or ADK, detected",
+    )
+    add_suite_arguments(parser)
     parser.add_argument("--format", default="auto", choices=FORMATS, help="input format")
     parser.add_argument("--out", required=True, help="results file: .jsonl or .parquet")
     parser.add_argument(
@@ -100,12 +107,13 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
         )
         return 2
     try:
+        suite = _suite_bytes(args)
         if args.engine == "ray":
             from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415
 
             summary = ray_engine.regrade(
                 args.inputs,
-                api.suite_bytes(args.suite),
+                suite,
                 args.out,
                 format=args.format,
                 batch_size=chunk_size,
@@ -114,7 +122,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
         else:
             summary = api.regrade(
                 args.inputs,
-                args.suite,
+                suite,
                 args.out,
                 format=args.format,
                 chunk_size=chunk_size,
@@ -149,6 +157,19 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
         )
         return 1
     return 0
+
+
+def _suite_bytes(args: argparse.Namespace) -> bytes:
+    """The one suite of --suite (any format; --test picks one of several) as Suite bytes."""
+    from trajgrade.commands.grade import read_suites  # noqa: PLC0415
+    from trajgrade.suite_formats import SuiteFormatError  # noqa: PLC0415
+    from trajgrade.suites import format_error  # noqa: PLC0415
+
+    try:
+        suite = read_suites(args, "regrade").only()
+    except SuiteFormatError as exc:
+        raise format_error(exc) from None
+    return suite.SerializeToString(deterministic=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,6 +99,9 @@ def from_messages(
         blocks: list[Any] = (
             [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         )
+        if not isinstance(blocks, list):
+            report.add(UNRECOGNISED_RECORD, here, "content is neither text nor a block list")
+            blocks = []
         texts: list[str] = []
         for number, block in enumerate(blocks):
             at = f"{here} block {number}"
@@ -160,7 +163,8 @@ def _add_result(
     call_id = block.get("tool_use_id")
     waiting = pending.get(call_id) if isinstance(call_id, str) else None
     if not waiting:
-        reason = DUPLICATE_TOOL_RESULT if call_id in pending else TOOL_RESULT_WITHOUT_CALL
+        seen = isinstance(call_id, str) and call_id in pending
+        reason = DUPLICATE_TOOL_RESULT if seen else TOOL_RESULT_WITHOUT_CALL
         report.add(reason, where, f"tool_use_id {call_id!r}")
         return
     call = waiting.pop(0)

@@ -23,6 +23,7 @@ from trajgrade.importers.report import (
     TOOL_RESULT_WITHOUT_CALL,
     UNKNOWN_ITEM_TYPE,
     UNRECOGNISED_RECORD,
+    UNRECOGNISED_TOOL_CALL,
     UNSUPPORTED_TOOL_CALL,
     ImportReport,
 )
@@ -102,12 +103,17 @@ def from_items(
     """Map Chat Completions messages and/or Responses API items to one Trace."""
     builder = _Builder(report if report is not None else ImportReport(), error_prefix)
     for position, item in enumerate(items):
-        builder.item(item, f"{where} item {position}")
+        builder.item(item, f"{where} messages[{position}]")
     trace = trace_pb2.Trace(id=trace_id, calls=builder.calls, final_answer=builder.answer)
     trace.metadata.update(metadata or {})
     builder.report.traces += 1
     builder.report.calls += len(builder.calls)
     return trace
+
+
+def _is_text_part(part: dict[str, Any]) -> bool:
+    kind = part.get("type")
+    return isinstance(kind, str) and kind in _TEXT_PART_TYPES
 
 
 class _Builder:
@@ -147,7 +153,7 @@ class _Builder:
                 call.error = bool(item.get("error"))
                 if item.get("error") and not call.HasField("result"):
                     call.result = self.result_text(item.get("error"), where)
-        elif kind in _SILENT_ITEM_TYPES:
+        elif isinstance(kind, str) and kind in _SILENT_ITEM_TYPES:
             return
         elif isinstance(kind, str) and kind.endswith(_HOSTED_TOOL_SUFFIXES):
             self.report.add(UNSUPPORTED_TOOL_CALL, where, f"item type {kind}")
@@ -159,8 +165,12 @@ class _Builder:
             text = self.answer_text(message.get("content"), where)
             if text:
                 self.answer = text
-            for position, tool_call in enumerate(message.get("tool_calls") or []):
-                self.chat_tool_call(tool_call, f"{where} tool_call {position}")
+            tool_calls = message.get("tool_calls") or []
+            if not isinstance(tool_calls, list):
+                self.report.add(UNRECOGNISED_TOOL_CALL, f"{where}.tool_calls", "not a list")
+                tool_calls = []
+            for position, tool_call in enumerate(tool_calls):
+                self.chat_tool_call(tool_call, f"{where}.tool_calls[{position}]")
             legacy = message.get("function_call")
             if isinstance(legacy, dict):
                 call = self.add_call(None, legacy.get("name"), legacy.get("arguments"), where)
@@ -182,6 +192,19 @@ class _Builder:
             self.report.add(UNRECOGNISED_RECORD, where, "tool call is not an object")
             return
         function = tool_call.get("function")
+        if function is None and "type" not in tool_call and "name" in tool_call:
+            # The flat shape agents log themselves (`{"id", "name", "arguments"}`, as in
+            # mini-agent loops and the rule-based trajectory lesson): the same three fields.
+            self.add_call(tool_call.get("id"), tool_call["name"], tool_call.get("arguments"), where)
+            return
+        if function is None and "type" not in tool_call:
+            keys = ", ".join(map(repr, tool_call)) or "none"
+            self.report.add(
+                UNRECOGNISED_TOOL_CALL,
+                where,
+                f"no 'function' object and no 'name' (keys: {keys})",
+            )
+            return
         if tool_call.get("type", "function") != "function" or not isinstance(function, dict):
             # Custom tools take free text, not JSON arguments: nothing sound to map them to.
             self.report.add(
@@ -204,6 +227,9 @@ class _Builder:
             call.arguments_json = exact_json.dumps(arguments)
         if isinstance(call_id, str) and call_id:
             call.id = call_id
+            if call_id in self.pending:
+                # Reused (tau-bench's gpt-4o does): a distinct call all the same, kept.
+                self.report.id_collisions += 1
             waiting = self.pending.setdefault(call_id, [])
             if waiting:
                 self.report.add(CONFLICTING_ID, where, f"tool call id {call_id!r} still pending")
@@ -214,7 +240,8 @@ class _Builder:
     def add_result(self, call_id: Any, content: Any, where: str) -> None:
         waiting = self.pending.get(call_id) if isinstance(call_id, str) else None
         if not waiting:
-            reason = DUPLICATE_TOOL_RESULT if call_id in self.pending else TOOL_RESULT_WITHOUT_CALL
+            seen = isinstance(call_id, str) and call_id in self.pending
+            reason = DUPLICATE_TOOL_RESULT if seen else TOOL_RESULT_WITHOUT_CALL
             self.report.add(reason, where, f"tool_call_id {call_id!r}")
             return
         self.set_result(waiting.pop(0), content, where)
@@ -231,7 +258,7 @@ class _Builder:
         if isinstance(content, list):
             texts = []
             for part in content:
-                if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+                if isinstance(part, dict) and _is_text_part(part):
                     texts.append(str(part.get("text", "")))
                 else:
                     kind = part.get("type") if isinstance(part, dict) else type(part).__name__
@@ -248,7 +275,7 @@ class _Builder:
             return ""
         texts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES:
+            if isinstance(part, dict) and _is_text_part(part):
                 texts.append(str(part.get("text", "")))
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__

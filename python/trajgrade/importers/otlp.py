@@ -26,6 +26,7 @@ from trajgrade.importers.report import (
     LOG_WITHOUT_TRACE,
     MISSING_GROUP_ATTRIBUTE,
     TOOL_CALL_WITHOUT_NAME,
+    UNMAPPED_ATTRIBUTE,
     ImportReport,
 )
 from trajgrade.v1 import trace_pb2
@@ -44,6 +45,47 @@ _OI_OUTPUT_CONTENT = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|c
 _OI_INPUT_MESSAGE = re.compile(
     r"^llm\.input_messages\.(\d+)\.message\.(role|content|tool_call_id)$"
 )
+# Attributes of a tool span that describe the tool, not the call: not run data, not reported.
+_DESCRIPTIVE = frozenset(
+    {
+        "tool.description",
+        "tool.type",
+        "tool.parameters",
+        "gen_ai.tool.description",
+        "gen_ai.tool.type",
+    }
+)
+# Per convention: the attribute namespaces of a call, and the keys read from them. Any other
+# key of those namespaces on a tool span is counted as UNMAPPED_ATTRIBUTE.
+_TOOL_NAMESPACES = ("tool.", "tool_call.", "gen_ai.tool.", "input.", "output.")
+_READ = {
+    "genai": frozenset(
+        {
+            "gen_ai.tool.name",
+            "gen_ai.tool.call.id",
+            "gen_ai.tool.call.arguments",
+            "gen_ai.tool.call.result",
+        }
+    ),
+    "openinference": frozenset(
+        {
+            "tool.name",
+            "tool_call.function.name",
+            "tool_call.id",
+            "tool.id",
+            "tool_call.function.arguments",
+            "input.value",
+            "input.mime_type",
+            "output.value",
+            "output.mime_type",
+        }
+    ),
+    "plain": frozenset(
+        {"tool.name", "tool.arguments", "tool.result", "tool.output", "tool.call.id"}
+    ),
+}
+# Token usage has no Trace field in v1 (SPEC v2 `model_calls` will hold it): seen, not mapped.
+_USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.")
 
 
 @dataclass
@@ -359,6 +401,11 @@ def _group(  # noqa: PLR0912 - two grouping modes over spans and events
     return list(groups.values())
 
 
+def _list(value: Any) -> list[Any]:
+    """A list attribute of parsed, untrusted JSON; anything else holds nothing to read."""
+    return value if isinstance(value, list) else []
+
+
 def _text_or_json(value: Any) -> str:
     return value if isinstance(value, str) else dumps_untrusted(value)
 
@@ -371,14 +418,19 @@ class _Extractor:
         self.where = where
         self.executed: list[_Call] = []
         self.requested: list[_Call] = []
-        self.results: dict[str, str] = {}
+        # Tool results by call id, then by the span whose model input (or events) held them, in
+        # input order: a later model input repeats the whole history, so the longest list of
+        # one source has every result of that id, the k-th for the k-th call with the id.
+        self.results: dict[str, dict[str, list[str]]] = {}
         self.answers: list[tuple[int, int, str]] = []
         self.spans_with_outputs: set[str] = set()
 
     def span(self, span: _Span) -> None:
         attrs = span.attrs
         kind = attrs.get("openinference.span.kind")
+        convention = None
         if attrs.get("gen_ai.operation.name") == "execute_tool":
+            convention = "genai"
             self.execution(
                 span,
                 attrs.get("gen_ai.tool.name"),
@@ -388,6 +440,7 @@ class _Extractor:
                 error="error.type" in attrs,
             )
         elif kind == "TOOL":
+            convention = "openinference"
             arguments = attrs.get("tool_call.function.arguments")
             weak = False
             if arguments is None and attrs.get("input.mime_type") == "application/json":
@@ -403,14 +456,20 @@ class _Extractor:
                 weak_arguments=weak,
             )
         elif kind is None and "tool.name" in attrs:
+            convention = "plain"
+            result = attrs.get("tool.result")
             self.execution(
                 span,
                 attrs.get("tool.name"),
                 attrs.get("tool.call.id"),
                 attrs.get("tool.arguments"),
-                attrs.get("tool.result"),
+                # `tool.output` is what promptfoo-traced agents write (the article's spans).
+                attrs.get("tool.output") if result is None else result,
                 error=False,
             )
+            if result is not None and "tool.output" in attrs:
+                self.unmapped(span, "tool.output", "the call's result is taken from tool.result")
+        self.unread(span, convention)
         if isinstance(attrs.get("gen_ai.output.messages"), str):
             self.genai_output(span, attrs["gen_ai.output.messages"])
         elif any(key.startswith("llm.output_messages.") for key in attrs):
@@ -419,6 +478,23 @@ class _Extractor:
             self.genai_input(span, attrs["gen_ai.input.messages"])
         if any(key.startswith("llm.input_messages.") for key in attrs):
             self.openinference_input(span)
+
+    def unmapped(self, span: _Span, key: str, why: str) -> None:
+        self.report.add(UNMAPPED_ATTRIBUTE, f"{self.where} span {span.span_id}", f"{key}: {why}")
+
+    def unread(self, span: _Span, convention: str | None) -> None:
+        """Count what a span carries that no Trace field holds (never "everything mapped")."""
+        read = _READ.get(convention or "", frozenset())
+        for key in span.attrs:
+            if key.startswith(_USAGE_PREFIXES):
+                self.unmapped(span, key, "token usage has no Trace field (SPEC v2 model_calls)")
+            elif (
+                convention is not None
+                and key.startswith(_TOOL_NAMESPACES)
+                and key not in read
+                and key not in _DESCRIPTIVE
+            ):
+                self.unmapped(span, key, f"not read for a {convention} tool span")
 
     def execution(
         self,
@@ -484,7 +560,7 @@ class _Extractor:
             if not isinstance(message, dict):
                 continue
             texts = []
-            for part in message.get("parts") or []:
+            for part in _list(message.get("parts")):
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "tool_call":
@@ -503,11 +579,11 @@ class _Extractor:
     def genai_input(self, span: _Span, text: str) -> None:
         messages = self.parse(text, span, "gen_ai.input.messages")
         for message in messages if isinstance(messages, list) else []:
-            for part in message.get("parts") or [] if isinstance(message, dict) else []:
+            for part in _list(message.get("parts")) if isinstance(message, dict) else []:
                 if isinstance(part, dict) and part.get("type") == "tool_call_response":
                     call_id = part.get("id")
                     if isinstance(call_id, str) and call_id and "response" in part:
-                        self.results.setdefault(call_id, _text_or_json(part["response"]))
+                        self.result(call_id, span.span_id, _text_or_json(part["response"]))
 
     def openinference_output(self, span: _Span) -> None:
         self.spans_with_outputs.add(span.span_id)
@@ -546,7 +622,7 @@ class _Extractor:
         for _, message in sorted(messages.items()):
             call_id = message.get("tool_call_id")
             if message.get("role") == "tool" and isinstance(call_id, str) and call_id:
-                self.results.setdefault(call_id, _text_or_json(message.get("content", "")))
+                self.result(call_id, span.span_id, _text_or_json(message.get("content", "")))
 
     def event(self, event: _Event, span_order: int) -> None:
         body = event.body if isinstance(event.body, dict) else {}
@@ -557,7 +633,7 @@ class _Extractor:
             message = body.get("message")
             if not isinstance(message, dict):
                 return
-            for tool_call in message.get("tool_calls") or []:
+            for tool_call in _list(message.get("tool_calls")):
                 function = tool_call.get("function") if isinstance(tool_call, dict) else None
                 if isinstance(function, dict):
                     self.request(
@@ -572,7 +648,10 @@ class _Extractor:
         elif event.name == "gen_ai.tool.message":
             call_id = body.get("id")
             if isinstance(call_id, str) and call_id and "content" in body:
-                self.results.setdefault(call_id, _text_or_json(body["content"]))
+                self.result(call_id, f"event {event.span_id}", _text_or_json(body["content"]))
+
+    def result(self, call_id: str, source: str, text: str) -> None:
+        self.results.setdefault(call_id, {}).setdefault(source, []).append(text)
 
 
 def _same_arguments(left: str | None, right: str | None) -> bool:
@@ -586,21 +665,52 @@ def _same_arguments(left: str | None, right: str | None) -> bool:
         return False
 
 
-def _merge(extractor: _Extractor, report: ImportReport, window_ns: int) -> list[_Call]:
-    """Dedupe: each executed call absorbs at most one LLM-reported call (see trace-formats.md)."""
-    requested: list[_Call] = []
-    seen_ids: set[str] = set()
+def _equal_arguments(left: str | None, right: str | None) -> bool:
+    """Both unrecorded, or equal JSON values (the same call reported twice)."""
+    if left is None or right is None:
+        return left is right
+    return _same_arguments(left, right)
+
+
+def _dedupe_requested(extractor: _Extractor, report: ImportReport) -> list[_Call]:
+    """Requested calls with one id are one call only when name and arguments agree too:
+    models reuse ids across turns (gpt-4o in tau-bench runs), and those are distinct calls."""
+    kept: list[_Call] = []
+    by_id: dict[str, list[_Call]] = {}
     for call in extractor.requested:
-        if call.call_id and call.call_id in seen_ids:
+        same_id = by_id.get(call.call_id, []) if call.call_id else []
+        if any(
+            c.name == call.name and _equal_arguments(c.arguments, call.arguments) for c in same_id
+        ):
             report.merged_duplicates += 1
             continue
-        seen_ids.add(call.call_id)
-        requested.append(call)
-    unmatched = list(requested)
+        if same_id:
+            report.id_collisions += 1
+        by_id.setdefault(call.call_id, []).append(call)
+        kept.append(call)
+    return kept
+
+
+def _merge(extractor: _Extractor, report: ImportReport, window_ns: int) -> list[_Call]:
+    """Dedupe: each executed call absorbs at most one LLM-reported call (see trace-formats.md)."""
+    unmatched = _dedupe_requested(extractor, report)
+    executed_ids: set[str] = set()
     for executed in extractor.executed:
+        if executed.call_id and executed.call_id in executed_ids:
+            report.id_collisions += 1
+        executed_ids.add(executed.call_id)
         match = None
         if executed.call_id:
-            match = next((r for r in unmatched if r.call_id == executed.call_id), None)
+            match = next(
+                (
+                    r
+                    for r in unmatched
+                    if r.call_id == executed.call_id
+                    and r.name == executed.name
+                    and _same_arguments(r.arguments, executed.arguments)
+                ),
+                None,
+            )
         if match is None:
             candidates = [
                 r
@@ -621,11 +731,22 @@ def _merge(extractor: _Extractor, report: ImportReport, window_ns: int) -> list[
         if not executed.call_id:
             executed.call_id = match.call_id
     calls = extractor.executed + unmatched
-    for call in calls:
-        if call.result is None and call.call_id in extractor.results:
-            call.result = extractor.results[call.call_id]
     calls.sort(key=lambda c: (c.time, c.order, c.sub))
+    _pair_results(calls, extractor.results)
     return calls
+
+
+def _pair_results(calls: list[_Call], results: dict[str, dict[str, list[str]]]) -> None:
+    """The k-th call (in time order) with an id takes the k-th result of that id."""
+    seen: dict[str, int] = {}
+    for call in calls:
+        if not call.call_id or call.call_id not in results:
+            continue
+        k = seen.get(call.call_id, 0)
+        seen[call.call_id] = k + 1
+        history = max(results[call.call_id].values(), key=len)
+        if call.result is None and k < len(history):
+            call.result = history[k]
 
 
 def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Trace:

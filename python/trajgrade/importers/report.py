@@ -20,6 +20,8 @@ INVALID_ATTRIBUTE_JSON = "INVALID_ATTRIBUTE_JSON"
 MISSING_GROUP_ATTRIBUTE = "MISSING_GROUP_ATTRIBUTE"
 LOG_WITHOUT_TRACE = "LOG_WITHOUT_TRACE"
 CONFLICTING_ID = "CONFLICTING_ID"
+UNRECOGNISED_TOOL_CALL = "UNRECOGNISED_TOOL_CALL"
+UNMAPPED_ATTRIBUTE = "UNMAPPED_ATTRIBUTE"
 
 # How many example locations to keep per reason: enough to find the problem, bounded memory.
 _EXAMPLES_PER_REASON = 5
@@ -36,6 +38,8 @@ class ImportReport:
     traces: int = 0
     calls: int = 0
     merged_duplicates: int = 0
+    # Calls kept apart although they share a tool-call id (a model reusing ids across turns).
+    id_collisions: int = 0
     unmapped: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=dict)
 
@@ -60,8 +64,15 @@ class ImportReport:
                 if self.merged_duplicates
                 else ""
             )
+            + (
+                f"; kept {self.id_collisions} call(s) apart that reuse another call's id"
+                if self.id_collisions
+                else ""
+            )
         ]
-        if not self.unmapped:
+        if not self.unmapped and self.traces and not self.calls:
+            lines.append("no tool call found in the input")
+        elif not self.unmapped:
             lines.append("everything in the input was mapped")
         for reason in sorted(self.unmapped):
             lines.append(f"not mapped: {reason} x{self.unmapped[reason]}")

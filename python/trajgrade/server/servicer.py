@@ -14,6 +14,7 @@ import grpc
 from trajgrade import _core
 from trajgrade.server import wire
 from trajgrade.server.batcher import Batcher
+from trajgrade.server.import_suite import ImportSuiteHandler
 from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.status import (
     QueueFullError,
@@ -446,6 +447,12 @@ def generic_handler(servicer: GraderServicer, metrics: ServerMetrics) -> grpc.Ge
         ),
         "GetSuite": grpc.unary_unary_rpc_method_handler(
             _guard_unary("GetSuite", servicer.get_suite, metrics)
+        ),
+        # Suite-format conversion lives in its own module (server/import_suite.py).
+        "ImportSuite": grpc.unary_unary_rpc_method_handler(
+            _guard_unary(
+                "ImportSuite", ImportSuiteHandler(servicer._grader, servicer._control), metrics
+            )
         ),
     }
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

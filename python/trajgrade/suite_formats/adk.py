@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from trajgrade.suite_formats.conversion import Conversion, SuiteFormatError, json_text
@@ -46,36 +47,38 @@ def convert(obj: Any, *, config: Any = None, eval_id: str | None = None) -> Conv
                 "and pass the config as config="
             ]
         )
-    cases = _cases(obj)
+    found = cases(obj)
     if eval_id is not None:
-        cases = [c for c in cases if _get(c, "eval_id") == eval_id]
-    if len(cases) != 1:
-        raise SuiteFormatError([f"expected one eval case, found {len(cases)}; pass eval_id"])
-    return _case(cases[0], config)
+        found = [c for c in found if _get(c, "eval_id") == eval_id]
+    if len(found) != 1:
+        raise SuiteFormatError([f"expected one eval case, found {len(found)}; pass eval_id"])
+    return _case(found[0], config)
 
 
 def convert_eval_set(obj: Any, *, config: Any = None) -> dict[str, Conversion]:
     """Every eval case of a set, by eval_id."""
-    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in _cases(obj)}
+    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in cases(obj)}
 
 
-def _cases(obj: Any) -> list[dict[str, Any]]:
+def cases(obj: Any) -> list[dict[str, Any]]:
+    """The eval cases of a set, a case, or a legacy list."""
     if isinstance(obj, list):
         # Legacy `.test.json`: a list of turns is one eval case, as ADK's migration makes it.
-        turns = [
-            {
-                "intermediate_data": {
-                    "tool_uses": [
-                        {"name": use.get("tool_name"), "args": use.get("tool_input")}
-                        for use in turn.get("expected_tool_use") or []
-                    ]
-                }
-            }
-            for turn in obj
-        ]
+        turns = []
+        for index, turn in enumerate(obj):
+            uses = turn.get("expected_tool_use") if isinstance(turn, dict) else None
+            if not isinstance(uses, list) or not all(isinstance(u, dict) for u in uses):
+                raise SuiteFormatError(
+                    [f"[{index}].expected_tool_use: must be a list of {{tool_name, tool_input}}"]
+                )
+            calls = [{"name": u.get("tool_name"), "args": u.get("tool_input")} for u in uses]
+            turns.append({"intermediate_data": {"tool_uses": calls}})
         return [{"eval_id": "", "conversation": turns}]
     if isinstance(obj, dict) and _get(obj, "eval_cases") is not None:
-        return [c for c in _get(obj, "eval_cases") if isinstance(c, dict)]
+        found = _get(obj, "eval_cases")
+        if not isinstance(found, list):
+            raise SuiteFormatError(["eval_cases: must be a list of eval cases"])
+        return [c for c in found if isinstance(c, dict)]
     if isinstance(obj, dict):
         return [obj]
     return []
@@ -93,26 +96,38 @@ def _criterion(config: Any, unsupported: list[str]) -> tuple[float, str, bool]:
         if metric != METRIC:
             unsupported.append(f"criteria.{metric}: not a tool trajectory metric")
     value = criteria[METRIC]
+    raw = _get(value, "threshold") if isinstance(value, dict) else value
+    if isinstance(raw, bool) or not isinstance(raw, int | float | Decimal | None):
+        raise SuiteFormatError([f"criteria.{METRIC}.threshold: must be a number, got {raw!r}"])
+    threshold = float(raw or 0.0)
     if isinstance(value, dict):
-        threshold = float(_get(value, "threshold") or 0.0)
         match_type = str(_get(value, "match_type") or "EXACT")
         ignore_args = bool(_get(value, "ignore_args"))
     else:
-        threshold, match_type, ignore_args = float(value), "EXACT", False
+        match_type, ignore_args = "EXACT", False
     match_type = match_type.strip().upper().replace("-", "_").replace(" ", "_")
     if match_type not in _MODES:
         raise SuiteFormatError([f"criteria.{METRIC}.match_type: {match_type!r}"])
     return threshold, match_type, ignore_args
 
 
-def _tool_uses(invocation: dict[str, Any]) -> list[dict[str, Any]]:
+def _tool_uses(invocation: dict[str, Any], where: str) -> list[dict[str, Any]]:
     data = _get(invocation, "intermediate_data") or {}
+    if not isinstance(data, dict):
+        raise SuiteFormatError([f"{where}.intermediate_data: must be an object"])
     uses = _get(data, "tool_uses")
     if uses is not None:
+        if not isinstance(uses, list):
+            raise SuiteFormatError([f"{where}.intermediate_data.tool_uses: must be a list"])
         return [u for u in uses if isinstance(u, dict)]
+    events = _get(data, "invocation_events") or []
+    if not isinstance(events, list):
+        raise SuiteFormatError([f"{where}.intermediate_data.invocation_events: must be a list"])
     out = []
-    for event in _get(data, "invocation_events") or []:
-        for part in (event.get("content") or {}).get("parts") or []:
+    for event in events:
+        content = event.get("content") if isinstance(event, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
             call = _get(part, "function_call") if isinstance(part, dict) else None
             if isinstance(call, dict):
                 out.append(call)
@@ -122,14 +137,17 @@ def _tool_uses(invocation: dict[str, Any]) -> list[dict[str, Any]]:
 def _case(case: dict[str, Any], config: Any) -> Conversion:
     unsupported: list[str] = []
     threshold, match_type, ignore_args = _criterion(config, unsupported)
-    invocations = [i for i in case.get("conversation") or [] if isinstance(i, dict)]
+    conversation = case.get("conversation") or []
+    if not isinstance(conversation, list):
+        raise SuiteFormatError(["conversation: must be a list of invocations"])
+    invocations = [i for i in conversation if isinstance(i, dict)]
     if not invocations:
         raise SuiteFormatError(
             ["the eval case has no static conversation (scenarios are not supported)"]
         )
     reference = []
-    for invocation in invocations:
-        for use in _tool_uses(invocation):
+    for number, invocation in enumerate(invocations):
+        for use in _tool_uses(invocation, f"conversation[{number}]"):
             call = trace_pb2.ToolCall(name=str(use.get("name") or ""))
             if use.get("args") is not None:
                 call.arguments_json = json_text(use["args"])

@@ -17,13 +17,34 @@ _A = assertion_pb2
 
 
 def looks_like(obj: Any) -> bool:
-    """A list of promptfoo assertions, or a test case object with an `assert` list."""
+    """promptfoo assertions, a test, a test-case file (a list of tests), or a config."""
+    if is_config(obj) or is_test_list(obj) or (is_test(obj) and "assert" in obj):
+        return True
     items = obj.get("assert") if isinstance(obj, dict) else obj
     return isinstance(items, list) and any(
         isinstance(a, dict)
         and str(a.get("type", "")).removeprefix("not-").startswith("trajectory:")
         for a in items
     )
+
+
+def is_config(obj: Any) -> bool:
+    """A promptfooconfig: an object with `tests` or `defaultTest`."""
+    return isinstance(obj, dict) and ("tests" in obj or "defaultTest" in obj)
+
+
+def is_test(obj: Any) -> bool:
+    """A promptfoo test case: an object with `assert`, `vars` or `description`, no `type`."""
+    return (
+        isinstance(obj, dict)
+        and "type" not in obj
+        and any(k in obj for k in ("assert", "vars", "description"))
+    )
+
+
+def is_test_list(obj: Any) -> bool:
+    """A test-case file: a non-empty list of test cases."""
+    return isinstance(obj, list) and bool(obj) and all(is_test(t) for t in obj)
 
 
 def glob(pattern: str) -> str:
@@ -41,11 +62,22 @@ def convert(obj: Any) -> Conversion:
     conversion = Conversion(suite_pb2.Suite())
     if isinstance(obj, dict) and isinstance(obj.get("description"), str):
         conversion.suite.name = obj["description"]
-    for index, item in enumerate(items or []):
-        where = f"assert[{index}]"
+    add_assertions(conversion, items, "assert")
+    return conversion
+
+
+def add_assertions(conversion: Conversion, items: Any, where: str) -> None:
+    """Append the converted `items` (an `assert` list at source path `where`) to `conversion`."""
+    if items is None:
+        return
+    if not isinstance(items, list):
+        conversion.unsupported.append(f"{where}: must be a list of assertions")
+        return
+    for index, item in enumerate(items):
+        at = f"{where}[{index}]"
         kind = item.get("type") if isinstance(item, dict) else None
         if not isinstance(kind, str):
-            conversion.unsupported.append(f"{where}: not an assertion object")
+            conversion.unsupported.append(f"{at}: not an assertion object (no `type`)")
             continue
         negate = kind.startswith("not-")
         base = kind.removeprefix("not-")
@@ -60,12 +92,41 @@ def convert(obj: Any) -> Conversion:
             elif base == "trajectory:step-count":
                 made = [_step_count(value, negate)]
             else:
-                raise _UnsupportedError(f"assertion type {kind!r} is not a trajectory check")
+                raise _UnsupportedError(_not_graded(kind))
         except _UnsupportedError as exc:
-            conversion.unsupported.append(f"{where}: {exc}")
+            conversion.unsupported.append(f"{at}: {exc}")
             continue
         conversion.suite.assertions.extend(made)
-    return conversion
+
+
+# promptfoo assertion types that ask a model for a verdict.
+_MODEL_GRADED = (
+    "trajectory:goal-success",
+    "llm-rubric",
+    "g-eval",
+    "factuality",
+    "answer-relevance",
+    "context-faithfulness",
+    "context-recall",
+    "context-relevance",
+    "select-best",
+    "search-rubric",
+    "pi",
+)
+
+
+def _not_graded(kind: str) -> str:
+    base = kind.removeprefix("not-")
+    if base in _MODEL_GRADED or base.startswith("model-graded-"):
+        return f"type {kind!r} is model-graded; trajgrade grades deterministically"
+    if base in ("javascript", "python", "ruby", "webhook"):
+        return (
+            f"type {kind!r} runs user code over promptfoo's spans; not supported (a trajgrade "
+            "`expression` assertion can say many such rules)"
+        )
+    if base == "assert-set":
+        return "type 'assert-set' (a weighted group of assertions) is not supported"
+    return f"type {kind!r} is not a trajectory check (it grades the output text)"
 
 
 def _matcher(value: Any, what: str) -> str:
@@ -90,8 +151,8 @@ def _count(value: Any, key: str) -> int | None:
     raw = value.get(key)
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-        raise _UnsupportedError(f"{key} must be a non-negative integer, got {raw!r}")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < 2**31:
+        raise _UnsupportedError(f"{key} must be an integer from 0 to 2147483647, got {raw!r}")
     return raw
 
 
@@ -145,6 +206,8 @@ def _tool_args_match(value: Any, negate: bool) -> _A.Assertion:
             raise _UnsupportedError("tool-args-match defaults must be an object")
         match.defaults_json = json_text(defaults)
     ignore = value.get("ignore")
+    if ignore is not None and not isinstance(ignore, str | list):
+        raise _UnsupportedError(f"tool-args-match ignore must be a key or a list, got {ignore!r}")
     for key in [ignore] if isinstance(ignore, str) else ignore or []:
         if not isinstance(key, str) or not key or any(ch in key for ch in "*?.[]"):
             # promptfoo ignores top-level keys only, `*`/`?` as key globs; our entries are

@@ -270,6 +270,82 @@ class RegisterSuiteResponse(_message.Message):
 Global___RegisterSuiteResponse: _TypeAlias = RegisterSuiteResponse  # noqa: Y015
 
 @_typing.final
+class ImportSuiteRequest(_message.Message):
+    """ImportSuiteRequest carries a suite file's text and how to read it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORMAT_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SKIP_UNSUPPORTED_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    format: _builtins.str
+    """"auto" or empty (detect), "native", "orbit", "promptfoo" or "adk"."""
+    text: _builtins.str
+    """The suite file's content: JSON or YAML text. References to other files (promptfoo
+    `file://`) are refused: the server reads no files.
+    """
+    skip_unsupported: _builtins.bool
+    """Leave out, and list in `unsupported`, what cannot be converted instead of failing."""
+    name: _builtins.str
+    """For a source holding several suites (promptfoo tests by description, ADK eval cases by
+    eval_id): the one to import. Empty: the source must hold exactly one.
+    """
+    def __init__(
+        self,
+        *,
+        format: _builtins.str = ...,
+        text: _builtins.str = ...,
+        skip_unsupported: _builtins.bool = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "name", b"name", "skip_unsupported", b"skip_unsupported", "text", b"text"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportSuiteRequest: _TypeAlias = ImportSuiteRequest  # noqa: Y015
+
+@_typing.final
+class ImportSuiteResponse(_message.Message):
+    """ImportSuiteResponse returns the converted, registered suite."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUITE_FIELD_NUMBER: _builtins.int
+    SUITE_ID_FIELD_NUMBER: _builtins.int
+    UNSUPPORTED_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    suite_id: _builtins.str
+    """Its content-hash id (registered, usable in every grading call)."""
+    format: _builtins.str
+    """The format the text was read as."""
+    @_builtins.property
+    def suite(self) -> _suite_pb2.Suite:
+        """The native suite, as registered."""
+
+    @_builtins.property
+    def unsupported(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What the source said that was left out (skip_unsupported), each as "source path: why"."""
+
+    def __init__(
+        self,
+        *,
+        suite: _suite_pb2.Suite | None = ...,
+        suite_id: _builtins.str = ...,
+        unsupported: _abc.Iterable[_builtins.str] | None = ...,
+        format: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["suite", b"suite"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "suite", b"suite", "suite_id", b"suite_id", "unsupported", b"unsupported"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportSuiteResponse: _TypeAlias = ImportSuiteResponse  # noqa: Y015
+
+@_typing.final
 class GetSuiteRequest(_message.Message):
     """GetSuiteRequest asks for a registered suite."""
 

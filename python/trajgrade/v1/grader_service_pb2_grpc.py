@@ -60,6 +60,11 @@ class GraderServiceStub:
                 request_serializer=trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteRequest.SerializeToString,
                 response_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteResponse.FromString,
                 _registered_method=True)
+        self.ImportSuite = channel.unary_unary(
+                '/trajgrade.v1.GraderService/ImportSuite',
+                request_serializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.SerializeToString,
+                response_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.FromString,
+                _registered_method=True)
 
 
 class GraderServiceServicer:
@@ -101,6 +106,14 @@ class GraderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportSuite(self, request, context):
+        """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+        JSON/YAML text) to the native Suite and registers it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +141,11 @@ def add_GraderServiceServicer_to_server(servicer, server):
                     servicer.GetSuite,
                     request_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteRequest.FromString,
                     response_serializer=trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteResponse.SerializeToString,
+            ),
+            'ImportSuite': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportSuite,
+                    request_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.FromString,
+                    response_serializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +284,33 @@ class GraderService:
             '/trajgrade.v1.GraderService/GetSuite',
             trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteRequest.SerializeToString,
             trajgrade_dot_v1_dot_grader__service__pb2.GetSuiteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportSuite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/trajgrade.v1.GraderService/ImportSuite',
+            trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.SerializeToString,
+            trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.FromString,
             options,
             channel_credentials,
             insecure,

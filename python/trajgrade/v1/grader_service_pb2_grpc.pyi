@@ -43,6 +43,10 @@ class GraderServiceStub:
     """Validates and compiles a suite and returns its content-hash id."""
     GetSuite: _grpc.UnaryUnaryMultiCallable[_grader_service_pb2.GetSuiteRequest, _grader_service_pb2.GetSuiteResponse]
     """Returns a registered suite."""
+    ImportSuite: _grpc.UnaryUnaryMultiCallable[_grader_service_pb2.ImportSuiteRequest, _grader_service_pb2.ImportSuiteResponse]
+    """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+    JSON/YAML text) to the native Suite and registers it.
+    """
 
 @_typing.type_check_only
 class GraderServiceAsyncStub(GraderServiceStub):
@@ -59,6 +63,10 @@ class GraderServiceAsyncStub(GraderServiceStub):
     """Validates and compiles a suite and returns its content-hash id."""
     GetSuite: _aio.UnaryUnaryMultiCallable[_grader_service_pb2.GetSuiteRequest, _grader_service_pb2.GetSuiteResponse]  # type: ignore[assignment]
     """Returns a registered suite."""
+    ImportSuite: _aio.UnaryUnaryMultiCallable[_grader_service_pb2.ImportSuiteRequest, _grader_service_pb2.ImportSuiteResponse]  # type: ignore[assignment]
+    """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+    JSON/YAML text) to the native Suite and registers it.
+    """
 
 class GraderServiceServicer(metaclass=_abc_1.ABCMeta):
     """GraderService grades agent traces against assertion suites."""
@@ -102,5 +110,15 @@ class GraderServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_grader_service_pb2.GetSuiteResponse, _abc.Awaitable[_grader_service_pb2.GetSuiteResponse]]:
         """Returns a registered suite."""
+
+    @_abc_1.abstractmethod
+    def ImportSuite(
+        self,
+        request: _grader_service_pb2.ImportSuiteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_grader_service_pb2.ImportSuiteResponse, _abc.Awaitable[_grader_service_pb2.ImportSuiteResponse]]:
+        """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+        JSON/YAML text) to the native Suite and registers it.
+        """
 
 def add_GraderServiceServicer_to_server(servicer: GraderServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -564,6 +564,154 @@ func (x *RegisterSuiteResponse) GetSuiteId() string {
 	return ""
 }
 
+// ImportSuiteRequest carries a suite file's text and how to read it.
+type ImportSuiteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "auto" or empty (detect), "native", "orbit", "promptfoo" or "adk".
+	Format string `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"`
+	// The suite file's content: JSON or YAML text. References to other files (promptfoo
+	// `file://`) are refused: the server reads no files.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Leave out, and list in `unsupported`, what cannot be converted instead of failing.
+	SkipUnsupported bool `protobuf:"varint,3,opt,name=skip_unsupported,json=skipUnsupported,proto3" json:"skip_unsupported,omitempty"`
+	// For a source holding several suites (promptfoo tests by description, ADK eval cases by
+	// eval_id): the one to import. Empty: the source must hold exactly one.
+	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSuiteRequest) Reset() {
+	*x = ImportSuiteRequest{}
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSuiteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSuiteRequest) ProtoMessage() {}
+
+func (x *ImportSuiteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSuiteRequest.ProtoReflect.Descriptor instead.
+func (*ImportSuiteRequest) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ImportSuiteRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *ImportSuiteRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ImportSuiteRequest) GetSkipUnsupported() bool {
+	if x != nil {
+		return x.SkipUnsupported
+	}
+	return false
+}
+
+func (x *ImportSuiteRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ImportSuiteResponse returns the converted, registered suite.
+type ImportSuiteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The native suite, as registered.
+	Suite *Suite `protobuf:"bytes,1,opt,name=suite,proto3" json:"suite,omitempty"`
+	// Its content-hash id (registered, usable in every grading call).
+	SuiteId string `protobuf:"bytes,2,opt,name=suite_id,json=suiteId,proto3" json:"suite_id,omitempty"`
+	// What the source said that was left out (skip_unsupported), each as "source path: why".
+	Unsupported []string `protobuf:"bytes,3,rep,name=unsupported,proto3" json:"unsupported,omitempty"`
+	// The format the text was read as.
+	Format        string `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSuiteResponse) Reset() {
+	*x = ImportSuiteResponse{}
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSuiteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSuiteResponse) ProtoMessage() {}
+
+func (x *ImportSuiteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSuiteResponse.ProtoReflect.Descriptor instead.
+func (*ImportSuiteResponse) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ImportSuiteResponse) GetSuite() *Suite {
+	if x != nil {
+		return x.Suite
+	}
+	return nil
+}
+
+func (x *ImportSuiteResponse) GetSuiteId() string {
+	if x != nil {
+		return x.SuiteId
+	}
+	return ""
+}
+
+func (x *ImportSuiteResponse) GetUnsupported() []string {
+	if x != nil {
+		return x.Unsupported
+	}
+	return nil
+}
+
+func (x *ImportSuiteResponse) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 // GetSuiteRequest asks for a registered suite.
 type GetSuiteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -575,7 +723,7 @@ type GetSuiteRequest struct {
 
 func (x *GetSuiteRequest) Reset() {
 	*x = GetSuiteRequest{}
-	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[8]
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +735,7 @@ func (x *GetSuiteRequest) String() string {
 func (*GetSuiteRequest) ProtoMessage() {}
 
 func (x *GetSuiteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[8]
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +748,7 @@ func (x *GetSuiteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSuiteRequest.ProtoReflect.Descriptor instead.
 func (*GetSuiteRequest) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{8}
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSuiteRequest) GetSuiteId() string {
@@ -621,7 +769,7 @@ type GetSuiteResponse struct {
 
 func (x *GetSuiteResponse) Reset() {
 	*x = GetSuiteResponse{}
-	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[9]
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +781,7 @@ func (x *GetSuiteResponse) String() string {
 func (*GetSuiteResponse) ProtoMessage() {}
 
 func (x *GetSuiteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[9]
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +794,7 @@ func (x *GetSuiteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSuiteResponse.ProtoReflect.Descriptor instead.
 func (*GetSuiteResponse) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{9}
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSuiteResponse) GetSuite() *Suite {
@@ -687,18 +835,29 @@ const file_trajgrade_v1_grader_service_proto_rawDesc = "" +
 	"\x14RegisterSuiteRequest\x12)\n" +
 	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite\"2\n" +
 	"\x15RegisterSuiteResponse\x12\x19\n" +
-	"\bsuite_id\x18\x01 \x01(\tR\asuiteId\",\n" +
+	"\bsuite_id\x18\x01 \x01(\tR\asuiteId\"\x7f\n" +
+	"\x12ImportSuiteRequest\x12\x16\n" +
+	"\x06format\x18\x01 \x01(\tR\x06format\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12)\n" +
+	"\x10skip_unsupported\x18\x03 \x01(\bR\x0fskipUnsupported\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"\x95\x01\n" +
+	"\x13ImportSuiteResponse\x12)\n" +
+	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite\x12\x19\n" +
+	"\bsuite_id\x18\x02 \x01(\tR\asuiteId\x12 \n" +
+	"\vunsupported\x18\x03 \x03(\tR\vunsupported\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\",\n" +
 	"\x0fGetSuiteRequest\x12\x19\n" +
 	"\bsuite_id\x18\x01 \x01(\tR\asuiteId\"=\n" +
 	"\x10GetSuiteResponse\x12)\n" +
-	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite2\xd2\x03\n" +
+	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite2\xa6\x04\n" +
 	"\rGraderService\x12O\n" +
 	"\n" +
 	"GradeTrace\x12\x1f.trajgrade.v1.GradeTraceRequest\x1a .trajgrade.v1.GradeTraceResponse\x12a\n" +
 	"\x10BatchGradeTraces\x12%.trajgrade.v1.BatchGradeTracesRequest\x1a&.trajgrade.v1.BatchGradeTracesResponse\x12h\n" +
 	"\x11StreamGradeTraces\x12&.trajgrade.v1.StreamGradeTracesRequest\x1a'.trajgrade.v1.StreamGradeTracesResponse(\x010\x01\x12X\n" +
 	"\rRegisterSuite\x12\".trajgrade.v1.RegisterSuiteRequest\x1a#.trajgrade.v1.RegisterSuiteResponse\x12I\n" +
-	"\bGetSuite\x12\x1d.trajgrade.v1.GetSuiteRequest\x1a\x1e.trajgrade.v1.GetSuiteResponseb\x06proto3"
+	"\bGetSuite\x12\x1d.trajgrade.v1.GetSuiteRequest\x1a\x1e.trajgrade.v1.GetSuiteResponse\x12R\n" +
+	"\vImportSuite\x12 .trajgrade.v1.ImportSuiteRequest\x1a!.trajgrade.v1.ImportSuiteResponseb\x06proto3"
 
 var (
 	file_trajgrade_v1_grader_service_proto_rawDescOnce sync.Once
@@ -712,7 +871,7 @@ func file_trajgrade_v1_grader_service_proto_rawDescGZIP() []byte {
 	return file_trajgrade_v1_grader_service_proto_rawDescData
 }
 
-var file_trajgrade_v1_grader_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_trajgrade_v1_grader_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_trajgrade_v1_grader_service_proto_goTypes = []any{
 	(*GradeTraceRequest)(nil),         // 0: trajgrade.v1.GradeTraceRequest
 	(*GradeTraceResponse)(nil),        // 1: trajgrade.v1.GradeTraceResponse
@@ -722,42 +881,47 @@ var file_trajgrade_v1_grader_service_proto_goTypes = []any{
 	(*StreamGradeTracesResponse)(nil), // 5: trajgrade.v1.StreamGradeTracesResponse
 	(*RegisterSuiteRequest)(nil),      // 6: trajgrade.v1.RegisterSuiteRequest
 	(*RegisterSuiteResponse)(nil),     // 7: trajgrade.v1.RegisterSuiteResponse
-	(*GetSuiteRequest)(nil),           // 8: trajgrade.v1.GetSuiteRequest
-	(*GetSuiteResponse)(nil),          // 9: trajgrade.v1.GetSuiteResponse
-	(*Trace)(nil),                     // 10: trajgrade.v1.Trace
-	(*Suite)(nil),                     // 11: trajgrade.v1.Suite
-	(*GradeResult)(nil),               // 12: trajgrade.v1.GradeResult
-	(*TraceOutcome)(nil),              // 13: trajgrade.v1.TraceOutcome
+	(*ImportSuiteRequest)(nil),        // 8: trajgrade.v1.ImportSuiteRequest
+	(*ImportSuiteResponse)(nil),       // 9: trajgrade.v1.ImportSuiteResponse
+	(*GetSuiteRequest)(nil),           // 10: trajgrade.v1.GetSuiteRequest
+	(*GetSuiteResponse)(nil),          // 11: trajgrade.v1.GetSuiteResponse
+	(*Trace)(nil),                     // 12: trajgrade.v1.Trace
+	(*Suite)(nil),                     // 13: trajgrade.v1.Suite
+	(*GradeResult)(nil),               // 14: trajgrade.v1.GradeResult
+	(*TraceOutcome)(nil),              // 15: trajgrade.v1.TraceOutcome
 }
 var file_trajgrade_v1_grader_service_proto_depIdxs = []int32{
-	10, // 0: trajgrade.v1.GradeTraceRequest.trace:type_name -> trajgrade.v1.Trace
-	11, // 1: trajgrade.v1.GradeTraceRequest.suite:type_name -> trajgrade.v1.Suite
-	12, // 2: trajgrade.v1.GradeTraceResponse.result:type_name -> trajgrade.v1.GradeResult
-	11, // 3: trajgrade.v1.BatchGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
-	10, // 4: trajgrade.v1.BatchGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
-	13, // 5: trajgrade.v1.BatchGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
-	10, // 6: trajgrade.v1.StreamGradeTracesRequest.trace:type_name -> trajgrade.v1.Trace
-	11, // 7: trajgrade.v1.StreamGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
-	10, // 8: trajgrade.v1.StreamGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
-	13, // 9: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
-	13, // 10: trajgrade.v1.StreamGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
-	11, // 11: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
-	11, // 12: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
-	0,  // 13: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
-	2,  // 14: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
-	4,  // 15: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
-	6,  // 16: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
-	8,  // 17: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
-	1,  // 18: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
-	3,  // 19: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
-	5,  // 20: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
-	7,  // 21: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
-	9,  // 22: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	12, // 0: trajgrade.v1.GradeTraceRequest.trace:type_name -> trajgrade.v1.Trace
+	13, // 1: trajgrade.v1.GradeTraceRequest.suite:type_name -> trajgrade.v1.Suite
+	14, // 2: trajgrade.v1.GradeTraceResponse.result:type_name -> trajgrade.v1.GradeResult
+	13, // 3: trajgrade.v1.BatchGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
+	12, // 4: trajgrade.v1.BatchGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
+	15, // 5: trajgrade.v1.BatchGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
+	12, // 6: trajgrade.v1.StreamGradeTracesRequest.trace:type_name -> trajgrade.v1.Trace
+	13, // 7: trajgrade.v1.StreamGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
+	12, // 8: trajgrade.v1.StreamGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
+	15, // 9: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
+	15, // 10: trajgrade.v1.StreamGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
+	13, // 11: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
+	13, // 12: trajgrade.v1.ImportSuiteResponse.suite:type_name -> trajgrade.v1.Suite
+	13, // 13: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
+	0,  // 14: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
+	2,  // 15: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
+	4,  // 16: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
+	6,  // 17: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
+	10, // 18: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
+	8,  // 19: trajgrade.v1.GraderService.ImportSuite:input_type -> trajgrade.v1.ImportSuiteRequest
+	1,  // 20: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
+	3,  // 21: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
+	5,  // 22: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
+	7,  // 23: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
+	11, // 24: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
+	9,  // 25: trajgrade.v1.GraderService.ImportSuite:output_type -> trajgrade.v1.ImportSuiteResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_trajgrade_v1_grader_service_proto_init() }
@@ -786,7 +950,7 @@ func file_trajgrade_v1_grader_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trajgrade_v1_grader_service_proto_rawDesc), len(file_trajgrade_v1_grader_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

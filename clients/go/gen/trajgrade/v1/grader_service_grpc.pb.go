@@ -24,6 +24,7 @@ const (
 	GraderService_StreamGradeTraces_FullMethodName = "/trajgrade.v1.GraderService/StreamGradeTraces"
 	GraderService_RegisterSuite_FullMethodName     = "/trajgrade.v1.GraderService/RegisterSuite"
 	GraderService_GetSuite_FullMethodName          = "/trajgrade.v1.GraderService/GetSuite"
+	GraderService_ImportSuite_FullMethodName       = "/trajgrade.v1.GraderService/ImportSuite"
 )
 
 // GraderServiceClient is the client API for GraderService service.
@@ -42,6 +43,9 @@ type GraderServiceClient interface {
 	RegisterSuite(ctx context.Context, in *RegisterSuiteRequest, opts ...grpc.CallOption) (*RegisterSuiteResponse, error)
 	// Returns a registered suite.
 	GetSuite(ctx context.Context, in *GetSuiteRequest, opts ...grpc.CallOption) (*GetSuiteResponse, error)
+	// Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+	// JSON/YAML text) to the native Suite and registers it.
+	ImportSuite(ctx context.Context, in *ImportSuiteRequest, opts ...grpc.CallOption) (*ImportSuiteResponse, error)
 }
 
 type graderServiceClient struct {
@@ -105,6 +109,16 @@ func (c *graderServiceClient) GetSuite(ctx context.Context, in *GetSuiteRequest,
 	return out, nil
 }
 
+func (c *graderServiceClient) ImportSuite(ctx context.Context, in *ImportSuiteRequest, opts ...grpc.CallOption) (*ImportSuiteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ImportSuiteResponse)
+	err := c.cc.Invoke(ctx, GraderService_ImportSuite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GraderServiceServer is the server API for GraderService service.
 // All implementations must embed UnimplementedGraderServiceServer
 // for forward compatibility.
@@ -121,6 +135,9 @@ type GraderServiceServer interface {
 	RegisterSuite(context.Context, *RegisterSuiteRequest) (*RegisterSuiteResponse, error)
 	// Returns a registered suite.
 	GetSuite(context.Context, *GetSuiteRequest) (*GetSuiteResponse, error)
+	// Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
+	// JSON/YAML text) to the native Suite and registers it.
+	ImportSuite(context.Context, *ImportSuiteRequest) (*ImportSuiteResponse, error)
 	mustEmbedUnimplementedGraderServiceServer()
 }
 
@@ -145,6 +162,9 @@ func (UnimplementedGraderServiceServer) RegisterSuite(context.Context, *Register
 }
 func (UnimplementedGraderServiceServer) GetSuite(context.Context, *GetSuiteRequest) (*GetSuiteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetSuite not implemented")
+}
+func (UnimplementedGraderServiceServer) ImportSuite(context.Context, *ImportSuiteRequest) (*ImportSuiteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ImportSuite not implemented")
 }
 func (UnimplementedGraderServiceServer) mustEmbedUnimplementedGraderServiceServer() {}
 func (UnimplementedGraderServiceServer) testEmbeddedByValue()                       {}
@@ -246,6 +266,24 @@ func _GraderService_GetSuite_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraderService_ImportSuite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportSuiteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GraderServiceServer).ImportSuite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: GraderService_ImportSuite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GraderServiceServer).ImportSuite(ctx, req.(*ImportSuiteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // GraderService_ServiceDesc is the grpc.ServiceDesc for GraderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -268,6 +306,10 @@ var GraderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetSuite",
 			Handler:    _GraderService_GetSuite_Handler,
+		},
+		{
+			MethodName: "ImportSuite",
+			Handler:    _GraderService_ImportSuite_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
