@@ -1,16 +1,31 @@
 //! CEL expressions over a trace (`calls`, `answer`, `metadata`), compiled once per suite.
 //!
-//! Built on the `cel` crate. A suite compiles each expression once into a [`cel::Program`] and
-//! evaluates it from many grading threads; the variables are bound per evaluation in a fresh
-//! [`cel::Context`] that shares one standard environment (`Arc<Env>`), so evaluations never
-//! share mutable state.
+//! Built on the `cel` crate. A suite compiles each expression once: parsed (after bounds
+//! that keep the parser from panicking or overflowing its stack), checked (every identifier
+//! and function is known, comprehensions nest at most [`MAX_COMPREHENSION_NESTING`] deep), then
+//! instrumented for its cost (see [`cost`]). It is evaluated from many grading threads; the
+//! variables are bound per evaluation in a fresh [`cel::Context`] that shares one standard
+//! environment (`Arc<Env>`), so evaluations never share mutable state.
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::IdedExpr;
 use cel::objects::{Key, Map};
-use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
+use cel::{Context, Env, ExecutionError, Value as CelValue};
 
 use crate::json::Value;
+use crate::work::Work;
+
+mod check;
+pub mod cost;
+
+/// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).
+pub const MAX_EXPRESSION_BYTES: usize = 65_535;
+/// Deepest nesting of brackets (`(`, `[`, `{`) accepted before parsing.
+pub const MAX_EXPRESSION_NESTING: usize = 64;
+/// Deepest nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`).
+pub const MAX_COMPREHENSION_NESTING: usize = 4;
 
 /// One call as an expression sees it.
 pub struct ExprCall<'a> {
@@ -24,17 +39,23 @@ pub struct ExprCall<'a> {
     pub position: u32,
 }
 
-/// The standard CEL environment (functions and macros), built once per process: building it
-/// registers every standard overload, which would otherwise be paid on every evaluation.
-static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
+/// The standard CEL environment (functions and macros) plus the cost meter's function, built
+/// once per process: building it registers every standard overload, which would otherwise be
+/// paid on every evaluation.
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    cost::register(&mut env);
+    Arc::new(env)
+});
 
-/// A compiled CEL program.
+/// A compiled CEL expression: its instrumented syntax tree and its cost limit.
 ///
-/// `cel::Program` is a plain syntax tree (no interior mutability; the parser's `Rc` state is
-/// dropped after parsing), so it is `Send + Sync` itself; the assertion below keeps it so
-/// across crate upgrades. Everything an evaluation mutates lives in its own `Context`.
+/// The tree is plain data (no interior mutability), so it is `Send + Sync`; the assertion
+/// below keeps it so across crate upgrades. Everything an evaluation mutates lives in its own
+/// `Context` and the thread's cost meter.
 pub struct Expression {
-    program: Program,
+    expr: IdedExpr,
+    cost_limit: u64,
 }
 
 const _: () = {
@@ -49,9 +70,13 @@ impl std::fmt::Debug for Expression {
 }
 
 impl Expression {
-    /// Parses and checks `source`; the error is a message for `expression.expr`.
-    pub fn compile(source: &str) -> Result<Expression, String> {
-        let program = ENV.compile(source).map_err(|e| {
+    /// Parses, checks and instruments `source`; the error is a message for `expression.expr`.
+    /// Evaluation may spend at most `cost_limit` units.
+    pub fn compile(source: &str, cost_limit: u64) -> Result<Expression, String> {
+        bound_source(source)?;
+        let parsed = catch_unwind(AssertUnwindSafe(|| ENV.compile(source)))
+            .map_err(|_| "invalid CEL expression: the parser failed on it".to_owned())?;
+        let program = parsed.map_err(|e| {
             let text = e.to_string();
             let text = text.trim();
             if text.is_empty() {
@@ -60,15 +85,21 @@ impl Expression {
                 format!("invalid CEL expression: {text}")
             }
         })?;
-        Ok(Expression { program })
+        let mut expr = program.expression().clone();
+        check::check(&expr, &ENV)?;
+        cost::instrument(&mut expr);
+        Ok(Expression { expr, cost_limit })
     }
 
-    /// Evaluates to a bool; anything else (or an evaluation error) is `Err` with a message.
+    /// Evaluates to a bool; anything else (or an evaluation error, the cost limit exceeded
+    /// included) is `Err` with a message. The units spent go to `work` too; when `work` says
+    /// stop, the result is `Err` and `work.stopped()` tells why.
     pub fn evaluate(
         &self,
         calls: &[ExprCall<'_>],
         answer: &str,
         metadata: &HashMap<String, String>,
+        work: &Work,
     ) -> Result<bool, String> {
         let mut ctx = Context::with_env(Arc::clone(&ENV));
         let calls: Vec<CelValue> = calls.iter().map(call_value).collect();
@@ -79,21 +110,72 @@ impl Expression {
             .map(|(k, v)| (Key::from(k.as_str()), CelValue::String(Arc::new(v.clone()))))
             .collect();
         ctx.add_variable_from_value("metadata", CelValue::Map(Map { map: Arc::new(metadata) }));
-        match self.program.execute(&ctx) {
-            Ok(CelValue::Bool(b)) => Ok(b),
+        let (outcome, used, stop) = cost::metered(self.cost_limit, work, || {
+            catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, &ctx)))
+        });
+        // Units are spent even when the evaluation failed: the work was done.
+        let work_ok = work.spend(used);
+        if stop == Some(cost::Why::CostLimit) {
+            return Err(format!("cost limit of {} exceeded", self.cost_limit));
+        }
+        if stop.is_some() || !work_ok {
+            return Err("grading stopped".to_owned());
+        }
+        match outcome {
+            Err(_) => Err("the CEL evaluator failed on this expression".to_owned()),
+            Ok(Ok(CelValue::Bool(b))) => Ok(b),
             // A value holding a map is named by its type only: its Debug text follows `HashMap`
             // order, which differs between runs.
-            Ok(other) if has_map(&other) => {
+            Ok(Ok(other)) if has_map(&other) => {
                 Err(format!("the expression evaluated to a {}, not a bool", other.type_of()))
             }
-            Ok(other) => Err(format!(
+            Ok(Ok(other)) => Err(format!(
                 "the expression evaluated to {} ({}), not a bool",
                 other.type_of(),
                 short_debug(&other)
             )),
-            Err(e) => Err(error_text(&e)),
+            Ok(Err(e)) => Err(error_text(&e)),
         }
     }
+}
+
+/// The bounds checked before parsing: the size, and the bracket nesting outside string
+/// literals (a deep nest would overflow the parser's stack).
+fn bound_source(source: &str) -> Result<(), String> {
+    if source.len() > MAX_EXPRESSION_BYTES {
+        return Err(format!(
+            "the expression is {} bytes; the limit is {MAX_EXPRESSION_BYTES}",
+            source.len()
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for &b in source.as_bytes() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                quote = None;
+            }
+            continue;
+        }
+        match b {
+            b'"' | b'\'' => quote = Some(b),
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_EXPRESSION_NESTING {
+        return Err(format!("brackets nest {deepest} deep; the limit is {MAX_EXPRESSION_NESTING}"));
+    }
+    Ok(())
 }
 
 /// Whether `v` holds a map anywhere (its Debug text would then depend on `HashMap` order).
@@ -222,7 +304,13 @@ mod tests {
             .collect();
         let metadata: HashMap<String, String> =
             [("env".to_owned(), "prod".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
-        Expression::compile(src)?.evaluate(&calls, "Your refund is on its way.", &metadata)
+        let work = Work::new(u64::MAX, None);
+        Expression::compile(src, 1_000_000)?.evaluate(
+            &calls,
+            "Your refund is on its way.",
+            &metadata,
+            &work,
+        )
     }
 
     #[test]
@@ -293,23 +381,25 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(Expression::compile("calls.size() ==").is_err());
-        assert!(Expression::compile("").is_err());
+        assert!(Expression::compile("calls.size() ==", 10).is_err());
+        assert!(Expression::compile("", 10).is_err());
         let calls = [("a", Some("{}"), "", false)];
         assert!(eval("calls[3].name == \"a\"", &calls).is_err());
         assert!(eval("metadata[\"nope\"] == \"x\"", &calls).is_err());
         let e = eval("calls.size()", &calls).unwrap_err();
         assert!(e.contains("not a bool"), "{e}");
-        assert!(eval("nope == 1", &calls).is_err());
+        assert_eq!(eval("nope == 1", &calls), Err("unknown identifier `nope`".to_owned()));
     }
 
     #[test]
     fn shared_across_threads() {
-        let e = Arc::new(Expression::compile("calls.size() == 0 && answer == \"x\"").unwrap());
+        let e = Arc::new(Expression::compile("calls.size() == 0 && answer == \"x\"", 100).unwrap());
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let e = Arc::clone(&e);
-                std::thread::spawn(move || e.evaluate(&[], "x", &HashMap::new()))
+                std::thread::spawn(move || {
+                    e.evaluate(&[], "x", &HashMap::new(), &Work::new(u64::MAX, None))
+                })
             })
             .collect();
         for h in handles {

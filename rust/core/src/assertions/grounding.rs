@@ -173,7 +173,7 @@ mod tests {
             ..Trace::default()
         };
         let s = suite(assertion).expect("compiles");
-        s.grade(&trace, &Limits::default()).results.remove(0).reason_code
+        s.grade(&trace, &Limits::default()).expect("graded").results.remove(0).reason_code
     }
 
     #[test]
