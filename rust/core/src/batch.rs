@@ -937,6 +937,73 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_over_the_work_limit_is_its_item_error_alone() {
+        let g = Grader::new(Limits { max_work_units: 50, ..Limits::default() }, 2);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let small = trace("small", &["a"]).encode_to_vec();
+        let names: Vec<&str> = vec!["a"; 60];
+        let big = trace("big", &names).encode_to_vec();
+        let out = g.grade_traces(&compiled, &[&small, &big, &small]);
+        assert!(matches!(outcome_of(&out[0]), trace_outcome::Outcome::Result(_)));
+        assert!(matches!(outcome_of(&out[2]), trace_outcome::Outcome::Result(_)));
+        match outcome_of(&out[1]) {
+            trace_outcome::Outcome::Error(e) => assert_eq!(
+                (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str(), e.message.as_str()),
+                (
+                    "big",
+                    "WORK_LIMIT_EXCEEDED",
+                    "traces[1]",
+                    "grading needed more than 50 work units (limit max_work_units)"
+                )
+            ),
+            other @ trace_outcome::Outcome::Result(_) => {
+                panic!("expected an item error, got {other:?}")
+            }
+        }
+        // The unary form: the request's error, at `trace`.
+        let request = |t: Trace| {
+            GradeTraceRequest {
+                trace: Some(t),
+                suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+            }
+            .encode_to_vec()
+        };
+        let out = g.grade_requests(&[&request(trace("big", &names)), &request(trace("s", &["a"]))]);
+        let e = out[0].as_ref().expect_err("over the limit");
+        assert_eq!((e.reason_code(), e.field()), ("WORK_LIMIT_EXCEEDED", "trace"));
+        assert!(out[1].is_ok());
+        // JSON lines and their rows.
+        let line = serde_json::to_vec(&trace("big", &names)).expect("json");
+        let rows = g.grade_json_traces_to_json(&compiled, &[&line]);
+        let row = String::from_utf8(rows[0].clone()).expect("utf-8");
+        assert!(
+            row.contains("\"reason_code\":\"WORK_LIMIT_EXCEEDED\",\"field\":\"lines[0]\""),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_flag_stops_every_item() {
+        let g = Grader::new(Limits::default(), 2);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let t = trace("t", &["a"]).encode_to_vec();
+        let flag = crate::work::CancelFlag::new();
+        flag.cancel();
+        let out = g.grade_traces_with(&compiled, &[&t, &t], Some(&flag));
+        for o in &out {
+            match outcome_of(o) {
+                trace_outcome::Outcome::Error(e) => assert_eq!(e.reason_code, "CANCELLED"),
+                other @ trace_outcome::Outcome::Result(_) => {
+                    panic!("expected an item error, got {other:?}")
+                }
+            }
+        }
+        let live = crate::work::CancelFlag::new();
+        let out = g.grade_traces_with(&compiled, &[&t], Some(&live));
+        assert!(matches!(outcome_of(&out[0]), trace_outcome::Outcome::Result(_)));
+    }
+
+    #[test]
     fn a_panic_is_that_items_internal_error() {
         let out = super::guarded(|| panic!("boom"), || "t9".to_owned(), 4, "traces");
         match outcome_of(&out) {

@@ -24,6 +24,10 @@ pub mod cost;
 pub const MAX_EXPRESSION_BYTES: usize = 65_535;
 /// Deepest nesting of brackets (`(`, `[`, `{`) accepted before parsing.
 pub const MAX_EXPRESSION_NESTING: usize = 64;
+/// Deepest syntax tree accepted (after macro expansion): evaluation recurses this deep.
+pub const MAX_TREE_DEPTH: usize = 200;
+/// Stack of the thread that parses an expression (parsing a long chain recurses deeply).
+const COMPILE_STACK_BYTES: usize = 256 << 20;
 /// Deepest nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`).
 pub const MAX_COMPREHENSION_NESTING: usize = 4;
 
@@ -74,6 +78,20 @@ impl Expression {
     /// Evaluation may spend at most `cost_limit` units.
     pub fn compile(source: &str, cost_limit: u64) -> Result<Expression, String> {
         bound_source(source)?;
+        // Chains such as `a.b.c...` or `1 + 1 + ...` parse into trees as deep as they are long;
+        // parsing, measuring and dropping one recurses that deep, so it happens on a thread
+        // with room for it, and only trees within `MAX_TREE_DEPTH` come back.
+        let source = source.to_owned();
+        std::thread::Builder::new()
+            .name("trajgrade-cel-compile".to_owned())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn(move || Self::compile_here(&source, cost_limit))
+            .map_err(|e| format!("could not compile the expression: {e}"))?
+            .join()
+            .unwrap_or_else(|_| Err("invalid CEL expression: the parser failed on it".to_owned()))
+    }
+
+    fn compile_here(source: &str, cost_limit: u64) -> Result<Expression, String> {
         let parsed = catch_unwind(AssertUnwindSafe(|| ENV.compile(source)))
             .map_err(|_| "invalid CEL expression: the parser failed on it".to_owned())?;
         let program = parsed.map_err(|e| {
@@ -85,6 +103,13 @@ impl Expression {
                 format!("invalid CEL expression: {text}")
             }
         })?;
+        let depth = check::depth(program.expression());
+        if depth > MAX_TREE_DEPTH {
+            return Err(format!(
+                "the expression nests {depth} deep (operators, selections, calls); the limit is \
+                 {MAX_TREE_DEPTH}"
+            ));
+        }
         let mut expr = program.expression().clone();
         check::check(&expr, &ENV)?;
         cost::instrument(&mut expr);
@@ -404,6 +429,159 @@ mod tests {
             .collect();
         for h in handles {
             assert_eq!(h.join().unwrap(), Ok(true));
+        }
+    }
+
+    fn calls_n(n: usize) -> Vec<(&'static str, Option<&'static str>, &'static str, bool)> {
+        (0..n).map(|_| ("a", Some("{}"), "", false)).collect()
+    }
+
+    #[test]
+    fn cost_limit_stops_nested_loops_deterministically() {
+        let calls = calls_n(100);
+        let src = "calls.all(a, calls.all(b, calls.all(c, a.position + b.position > 0)))";
+        let parsed: Vec<Option<Value>> = vec![None; 100];
+        let view: Vec<ExprCall<'_>> = calls
+            .iter()
+            .zip(&parsed)
+            .enumerate()
+            .map(|(i, (c, a))| ExprCall {
+                name: c.0,
+                args: a.as_ref(),
+                result: c.2,
+                error: c.3,
+                position: i as u32 + 1,
+            })
+            .collect();
+        let e = Expression::compile(src, 1_000_000).expect("compiles");
+        let started = std::time::Instant::now();
+        let mut used = Vec::new();
+        for _ in 0..3 {
+            let work = Work::new(u64::MAX, None);
+            let got = e.evaluate(&view, "", &HashMap::new(), &work);
+            assert_eq!(got, Err("cost limit of 1000000 exceeded".to_owned()));
+            used.push(work.used());
+        }
+        assert!(used.iter().all(|&u| u == used[0]) && used[0] > 1_000_000, "{used:?}");
+        assert!(started.elapsed().as_secs() < 20, "took {:?}", started.elapsed());
+        // Within the limit the same expression is graded.
+        let small = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", 1_000_000)
+            .expect("compiles");
+        assert_eq!(
+            small.evaluate(&view, "", &HashMap::new(), &Work::new(u64::MAX, None)),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn cost_counts_calls_and_iterations() {
+        let units = |src: &str, n: usize| {
+            let calls = calls_n(n);
+            let view: Vec<ExprCall<'_>> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ExprCall {
+                    name: c.0,
+                    args: None,
+                    result: c.2,
+                    error: c.3,
+                    position: i as u32 + 1,
+                })
+                .collect();
+            let work = Work::new(u64::MAX, None);
+            let e = Expression::compile(src, 1_000_000).expect("compiles");
+            let got = e.evaluate(&view, "", &HashMap::new(), &work);
+            (got, work.used())
+        };
+        // `_==_` and `size()`: two calls.
+        assert_eq!(units("calls.size() == 3", 3), (Ok(true), 2));
+        // Three iterations of one call (`_>_`) each, plus their unit each.
+        assert_eq!(units("calls.all(c, c.position > 0)", 3), (Ok(true), 6));
+        assert_eq!(units("calls.map(c, c.position).size() == 3", 3), (Ok(true), 5));
+        assert_eq!(units("calls.filter(c, c.position > 1).size() == 2", 3), (Ok(true), 8));
+        assert_eq!(units("calls.exists_one(c, c.position == 2)", 3).0, Ok(true));
+        assert_eq!(units("calls.exists(c, c.position == 2)", 3).0, Ok(true));
+    }
+
+    #[test]
+    fn the_work_meter_stops_an_evaluation() {
+        let e = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", u64::MAX)
+            .expect("compiles");
+        let calls: Vec<ExprCall<'_>> = (0..1000)
+            .map(|i| ExprCall { name: "a", args: None, result: "", error: false, position: i + 1 })
+            .collect();
+        let work = Work::new(5_000, None);
+        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert_eq!(work.stopped(), Some(crate::work::Stop::WorkLimit));
+        let flag = crate::work::CancelFlag::new();
+        flag.cancel();
+        let work = Work::new(u64::MAX, Some(flag));
+        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert_eq!(work.stopped(), Some(crate::work::Stop::Cancelled));
+    }
+
+    #[test]
+    fn unknown_names_and_deep_nesting_are_compile_errors() {
+        let err = |src: &str| Expression::compile(src, 10).expect_err(src);
+        assert_eq!(err("json(answer) == 1"), "unknown function `json`");
+        assert_eq!(err("foo.bar == 1"), "unknown identifier `foo`");
+        assert_eq!(err("answer.frobnicate()"), "unknown method `frobnicate`");
+        assert_eq!(err("calls.exists(c, d.name == 'x')"), "unknown identifier `d`");
+        assert!(err("calls.all(a, calls.all(b, calls.all(c, calls.all(d, calls.all(e, true)))))")
+            .contains("nest more than 4 deep"));
+        for ok in [
+            "calls.all(a, calls.all(b, calls.all(c, calls.all(d, true))))",
+            "type(answer) == string && int('3') == 3 && double(1) == 1.0",
+            "calls.map(c, c.name).exists(n, n == 'a') || size(answer) >= 0",
+            "answer.matches('^a') || answer.endsWith('x') || 'a' in ['a']",
+            "has(metadata.env) || metadata.size() == 0",
+        ] {
+            assert!(Expression::compile(ok, 10).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn the_deepest_tree_accepted_evaluates_on_a_small_stack() {
+        // Just within MAX_TREE_DEPTH: a chain of additions, on a 2 MiB thread (rayon's default).
+        let src = format!("1{} > 0", " + 1".repeat(MAX_TREE_DEPTH - 3));
+        let e = Expression::compile(&src, 1_000_000).expect("compiles");
+        let got = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || e.evaluate(&[], "", &HashMap::new(), &Work::new(u64::MAX, None)))
+            .expect("spawns")
+            .join()
+            .expect("no overflow");
+        assert_eq!(got, Ok(true));
+        let deeper = format!("1{} > 0", " + 1".repeat(MAX_TREE_DEPTH));
+        assert!(Expression::compile(&deeper, 10)
+            .expect_err("too deep")
+            .contains("the limit is 200"));
+    }
+
+    #[test]
+    fn inputs_that_panicked_the_parser_are_errors() {
+        let long = format!("answer == '{}' ||", "a".repeat(70_000));
+        assert!(Expression::compile(&long, 10).expect_err("long").contains("the limit is 65535"));
+        let past_column = format!("{}1 +", " ".repeat(65_530));
+        assert!(Expression::compile(&past_column, 10).is_err());
+        let nested = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(Expression::compile(&nested, 10).is_err());
+        let nested = format!("{}1{}", "(".repeat(30_000), ")".repeat(30_000));
+        assert_eq!(
+            Expression::compile(&nested, 10).expect_err("nested"),
+            "brackets nest 30000 deep; the limit is 64"
+        );
+        for deep in [
+            format!("{}1{}", "[".repeat(60), "]".repeat(60)),
+            format!("{}true", "!".repeat(10_000)),
+            format!("{}1", "-".repeat(10_000)),
+            format!("answer{}", ".a".repeat(10_000)),
+            format!("1{}", " + 1".repeat(10_000)),
+            format!("{}1", "(".repeat(64)),
+            format!("{}1", "[".repeat(64)),
+        ] {
+            // Any answer but a panic or an overflow.
+            let _ = Expression::compile(&deep, 10);
         }
     }
 }

@@ -141,6 +141,48 @@ impl Checker<'_> {
     }
 }
 
+/// The depth of the tree `e` (a leaf is 1).
+pub fn depth(e: &IdedExpr) -> usize {
+    let children: usize = match &e.expr {
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| depth(t))
+            .chain(call.args.iter().map(depth))
+            .max()
+            .unwrap_or(0),
+        Expr::Comprehension(c) => {
+            [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result]
+                .into_iter()
+                .map(depth)
+                .max()
+                .unwrap_or(0)
+        }
+        Expr::Select(s) => depth(&s.operand),
+        Expr::List(l) => l.elements.iter().map(depth).max().unwrap_or(0),
+        Expr::Map(m) => m
+            .entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(me) => depth(&me.key).max(depth(&me.value)),
+                EntryExpr::StructField(f) => depth(&f.value),
+            })
+            .max()
+            .unwrap_or(0),
+        Expr::Struct(st) => st
+            .entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(me) => depth(&me.key).max(depth(&me.value)),
+                EntryExpr::StructField(f) => depth(&f.value),
+            })
+            .max()
+            .unwrap_or(0),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+    };
+    children + 1
+}
+
 /// The names of a qualified name `a.b.c` (root first); `None` for anything else.
 fn segments(e: &IdedExpr) -> Option<Vec<&str>> {
     let mut out = Vec::new();
