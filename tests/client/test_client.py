@@ -118,9 +118,11 @@ class _ChunkLog:
         self.inner = trajgrade._core.Grader(trajgrade._core.Limits(max_calls_per_trace=2))
         self.chunks: list[int] = []
 
-    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]:
+    def grade_traces(
+        self, suite: Any, traces: list[bytes], cancel: trajgrade._core.CancelToken | None = None
+    ) -> list[bytes]:
         self.chunks.append(len(traces))
-        return self.inner.grade_traces(suite, traces)
+        return self.inner.grade_traces(suite, traces, cancel)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -14,6 +14,7 @@ import grpc
 from trajgrade import _core
 from trajgrade.server import wire
 from trajgrade.server.batcher import Batcher
+from trajgrade.server.cancel import cancellation
 from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.status import (
     QueueFullError,
@@ -56,9 +57,13 @@ class CoreGrader(Protocol):
 
     def compile_suite(self, suite: bytes) -> Any: ...
 
-    def grade_batch_request(self, request: bytes) -> bytes: ...
+    def grade_batch_request(
+        self, request: bytes, cancel: _core.CancelToken | None = None
+    ) -> bytes: ...
 
-    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]: ...
+    def grade_traces(
+        self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
+    ) -> list[bytes]: ...
 
 
 # grpc ships no type information, so the context is effectively Any to mypy.
@@ -87,15 +92,19 @@ class GraderServicer:
 
     async def grade_trace(self, request: bytes, context: Ctx) -> bytes:
         """GradeTrace: through the batcher; the core answers GradeTraceResponse bytes."""
-        return await self._batcher.grade(request, context.time_remaining())
+        with cancellation(context) as token:
+            return await self._batcher.grade(request, context.time_remaining(), token)
 
     async def batch_grade_traces(self, request: bytes, context: Ctx) -> bytes:
         """BatchGradeTraces: one core call for the whole request, queued like any other work."""
-        return await self._batcher.grade_solo(
-            request, context.time_remaining(), self._grade_batch_envelope
-        )
+        with cancellation(context) as token:
 
-    def _grade_batch_envelope(self, request: bytes) -> bytes:
+            def grade(payload: bytes) -> bytes:
+                return self._grade_batch_envelope(payload, token)
+
+            return await self._batcher.grade_solo(request, context.time_remaining(), grade, token)
+
+    def _grade_batch_envelope(self, request: bytes, token: _core.CancelToken) -> bytes:
         """Runs on a grading thread: the whole BatchGradeTracesRequest in one core call.
 
         The core decodes the envelope in one go, so a trace that does not decode (invalid
@@ -104,7 +113,7 @@ class GraderServicer:
         that one bad trace gets its own ItemError and its siblings are graded (SPEC 7).
         """
         try:
-            return self._grader.grade_batch_request(request)
+            return self._grader.grade_batch_request(request, token)
         except _core.InvalidRequestError:
             pass
         suite_ref: tuple[int, bytes] | None = None
@@ -123,7 +132,7 @@ class GraderServicer:
             )
         number, value = suite_ref
         suite = self._suite(inline=number == _BATCH_SUITE, value=value)
-        outcomes = self._grader.grade_traces(suite, traces)
+        outcomes = self._grader.grade_traces(suite, traces, token)
         return b"".join(length_delimited(_OUTCOME, o) for o in outcomes)
 
     def _suite(self, *, inline: bool, value: bytes) -> Any:
