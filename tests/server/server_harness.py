@@ -179,6 +179,9 @@ class Harness:
     async def grade(self, request: grader_service_pb2.GradeTraceRequest, **kw: Any) -> bytes:
         return bytes(await self.raw_unary("GradeTrace")(request.SerializeToString(), **kw))
 
+    async def grade_raw(self, request: bytes, **kw: Any) -> bytes:
+        return bytes(await self.raw_unary("GradeTrace")(request, **kw))
+
 
 ServerFactory = Callable[..., Awaitable[Harness]]
 
