@@ -40,12 +40,12 @@ impl Checker<'_> {
                 });
                 match (&call.target, namespaced) {
                     // `math.abs(x)`: a namespaced global function, not a method on `math`.
-                    (Some(_), Some(name)) if self.declared(&name, call.args.len(), false) => {}
+                    (Some(_), Some(name)) if declared(&name, call.args.len(), false) => {}
                     (Some(target), _) => {
                         self.walk(target, nesting)?;
-                        self.function(&call.func_name, call.args.len(), true)?;
+                        function(&call.func_name, call.args.len(), true)?;
                     }
-                    (None, _) => self.function(&call.func_name, call.args.len(), false)?,
+                    (None, _) => function(&call.func_name, call.args.len(), false)?,
                 }
                 call.args.iter().try_for_each(|a| self.walk(a, nesting))
             }
@@ -107,38 +107,39 @@ impl Checker<'_> {
             Err(format!("unknown identifier `{}`", names[0]))
         }
     }
+}
 
-    fn function(&self, name: &str, arity: usize, member: bool) -> Result<(), String> {
-        // Operators (`_+_`, `!_`, `@in`, ...) are spelled with symbols and always declared.
-        let spelled = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
-        if !spelled || self.declared(name, arity, member) {
-            Ok(())
-        } else if member {
-            Err(format!("unknown method `{name}`"))
-        } else {
-            Err(format!("unknown function `{name}`"))
-        }
+/// `Err` when `name` is a function (or method) the environment does not declare.
+fn function(name: &str, arity: usize, member: bool) -> Result<(), String> {
+    // Operators (`_+_`, `!_`, `@in`, ...) are spelled with symbols and always declared.
+    let spelled = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !spelled || declared(name, arity, member) {
+        Ok(())
+    } else if member {
+        Err(format!("unknown method `{name}`"))
+    } else {
+        Err(format!("unknown function `{name}`"))
     }
+}
 
-    /// Whether the environment declares `name`, asked by calling it on `null`s: an undeclared
-    /// function is the one error that names the function itself as an undeclared reference.
-    fn declared(&self, name: &str, arity: usize, member: bool) -> bool {
-        let null = || IdedExpr { id: 0, expr: Expr::Literal(LiteralValue::Null) };
-        let probe = IdedExpr {
-            id: 0,
-            expr: Expr::Call(cel::common::ast::CallExpr {
-                func_name: name.to_owned(),
-                target: member.then(|| Box::new(null())),
-                args: (0..arity).map(|_| null()).collect(),
-            }),
-        };
-        let ctx = Context::with_env(std::sync::Arc::clone(&super::ENV));
-        !matches!(
-            CelValue::resolve(&probe, &ctx),
-            Err(ExecutionError::UndeclaredReference(r)) if r.as_str() == name
-        )
-    }
+/// Whether the environment declares `name`, asked by calling it on `null`s: an undeclared
+/// function is the one error that names the function itself as an undeclared reference.
+fn declared(name: &str, arity: usize, member: bool) -> bool {
+    let null = || IdedExpr { id: 0, expr: Expr::Literal(LiteralValue::Null) };
+    let probe = IdedExpr {
+        id: 0,
+        expr: Expr::Call(cel::common::ast::CallExpr {
+            func_name: name.to_owned(),
+            target: member.then(|| Box::new(null())),
+            args: (0..arity).map(|_| null()).collect(),
+        }),
+    };
+    let ctx = Context::with_env(std::sync::Arc::clone(&super::ENV));
+    !matches!(
+        CelValue::resolve(&probe, &ctx),
+        Err(ExecutionError::UndeclaredReference(r)) if r.as_str() == name
+    )
 }
 
 /// The depth of the tree `e` (a leaf is 1).
