@@ -150,7 +150,7 @@ async def test_work_limit_fails_that_trace_and_grades_the_others(
     )
 
 
-@pytest.mark.parametrize("rpc", ["GradeTrace", "BatchGradeTraces"])
+@pytest.mark.parametrize("rpc", ["GradeTrace", "BatchGradeTraces", "StreamGradeTraces"])
 async def test_a_deadline_stops_the_grading_and_frees_the_thread(
     make_server: ServerFactory, rpc: str
 ) -> None:
@@ -159,10 +159,13 @@ async def test_a_deadline_stops_the_grading_and_frees_the_thread(
     suite = _suite(_FOUR_LOOPS)
     if rpc == "GradeTrace":
         payload = g.GradeTraceRequest(trace=_trace("slow", 100), suite=suite).SerializeToString()
-    else:
+    elif rpc == "BatchGradeTraces":
         payload = g.BatchGradeTracesRequest(
             suite=suite, traces=[_trace("slow", 100)] * 2
         ).SerializeToString()
+    else:
+        chunk = g.StreamGradeTracesRequest(suite=suite, traces=[_trace("slow", 100)] * 2)
+        payload = chunk.SerializeToString()
 
     async def good() -> float:
         started = time.perf_counter()
@@ -171,7 +174,13 @@ async def test_a_deadline_stops_the_grading_and_frees_the_thread(
         return time.perf_counter() - started
 
     started = time.perf_counter()
-    slow = asyncio.ensure_future(server.raw_unary(rpc)(payload, timeout=0.2))
+
+    async def call() -> object:
+        if rpc == "StreamGradeTraces":
+            return [m async for m in server.raw_stream()(iter([payload]), timeout=0.2)]
+        return await server.raw_unary(rpc)(payload, timeout=0.2)
+
+    slow = asyncio.ensure_future(call())
     await asyncio.sleep(0.05)
     concurrent = asyncio.ensure_future(good())
     with pytest.raises(grpc.aio.AioRpcError) as err:
