@@ -346,10 +346,12 @@ class SlowGrader:
         self.gate = threading.Event()
         self.entered = threading.Event()
 
-    def grade_requests(self, requests: list[bytes]) -> list[Any]:
+    def grade_requests(
+        self, requests: list[bytes], cancels: list[trajgrade._core.CancelToken | None] | None = None
+    ) -> list[Any]:
         self.entered.set()
         self.gate.wait(30)
-        return self.inner.grade_requests(requests)
+        return self.inner.grade_requests(requests, cancels)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
