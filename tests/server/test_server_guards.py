@@ -3,12 +3,15 @@ checks, the CEL cost limit, the per-trace work limit, and deadlines that reach t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import time
 
 import grpc
 import pytest
 from google.protobuf import json_format
+from trajgrade.server.app import make_grader
+from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import result_pb2, suite_pb2, trace_pb2
 
@@ -202,3 +205,18 @@ async def test_a_cancelled_call_stops_its_grading(make_server: ServerFactory) ->
     answer = g.GradeTraceResponse.FromString(await server.grade_raw(_GOOD, timeout=5))
     assert answer.result.score == 1.0
     assert time.perf_counter() - started < 1.0
+
+
+def test_limits_come_from_env_and_flags() -> None:
+    env = {"TRAJGRADE_MAX_WORK_UNITS": "1234", "TRAJGRADE_EXPRESSION_COST_LIMIT": "99"}
+    limits = make_grader(Settings.from_sources(environ=env)).limits
+    assert (limits.max_work_units, limits.expression_cost_limit) == (1234, 99)
+    default = make_grader(Settings.from_sources(environ={})).limits
+    assert (default.max_work_units, default.expression_cost_limit) == (50_000_000, 1_000_000)
+    parser = argparse.ArgumentParser()
+    Settings.add_arguments(parser)
+    args = parser.parse_args(["--max-work-units", "7", "--expression-cost-limit", "8"])
+    flagged = Settings.from_namespace(args, environ=env)
+    assert (flagged.max_work_units, flagged.expression_cost_limit) == (7, 8)
+    with pytest.raises(SettingsError, match="max_work_units"):
+        Settings.from_sources(environ={"TRAJGRADE_MAX_WORK_UNITS": "0"})
