@@ -27,7 +27,7 @@ pub const MAX_EXPRESSION_NESTING: usize = 64;
 /// Deepest syntax tree accepted (after macro expansion): evaluation recurses this deep.
 pub const MAX_TREE_DEPTH: usize = 200;
 /// Stack of the thread that parses an expression (parsing a long chain recurses deeply).
-const COMPILE_STACK_BYTES: usize = 256 << 20;
+const COMPILE_STACK_BYTES: usize = 128 << 20;
 /// Deepest nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`).
 pub const MAX_COMPREHENSION_NESTING: usize = 4;
 
@@ -575,8 +575,12 @@ mod tests {
             format!("{}1{}", "[".repeat(60), "]".repeat(60)),
             format!("{}true", "!".repeat(10_000)),
             format!("{}1", "-".repeat(10_000)),
-            format!("answer{}", ".a".repeat(10_000)),
-            format!("1{}", " + 1".repeat(10_000)),
+            format!("answer{}", ".a".repeat(32_760)),
+            format!("1{}", " + 1".repeat(16_380)),
+            format!("1{}", "+1".repeat(32_760)),
+            format!("answer{}", ".size()".repeat(9_300)),
+            format!("[{}]", "1,".repeat(32_000)),
+            format!("calls{}", "[0]".repeat(21_000)),
             format!("{}1", "(".repeat(64)),
             format!("{}1", "[".repeat(64)),
         ] {
