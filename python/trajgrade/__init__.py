@@ -2,6 +2,7 @@
 
 from trajgrade._core import Grader, Limits, __version__
 from trajgrade.errors import (
+    CancelledError,
     InternalError,
     InvalidRequestError,
     InvalidSuiteError,
@@ -14,6 +15,7 @@ from trajgrade.suites import load_suite, load_suites
 from trajgrade.traces import trace_bytes
 
 __all__ = [
+    "CancelledError",
     "CompiledSuite",
     "Grader",
     "InternalError",

@@ -8,6 +8,8 @@ from typing import final
 
 __all__ = [
     "BlockMark",
+    "CancelToken",
+    "CancelledError",
     "CompiledSuite",
     "Grader",
     "InternalError",
@@ -52,8 +54,23 @@ class LimitExceededError(TrajgradeError):
 class SuiteNotFoundError(TrajgradeError):
     """No compiled suite has this id."""
 
+class CancelledError(TrajgradeError):
+    """The grading was cancelled (its `CancelToken` was cancelled); `reason_code` CANCELLED."""
+
 class InternalError(TrajgradeError):
     """A bug in trajgrade (a panic in the core); the message is generic."""
+
+@final
+class CancelToken:
+    """A request's cancellation: once `cancel()` is called, every grading given this token
+    stops at its next unit of work (its traces end as `CANCELLED`). Thread-safe."""
+
+    def __new__(cls) -> CancelToken: ...
+    def cancel(self) -> None:
+        """Cancel for good (idempotent)."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether `cancel()` was called."""
 
 @final
 class Limits:
@@ -71,6 +88,8 @@ class Limits:
         max_suite_bytes: int | None = None,
         suite_cache_size: int | None = None,
         max_batch_items: int | None = None,
+        max_work_units: int | None = None,
+        expression_cost_limit: int | None = None,
     ) -> Limits: ...
     @property
     def max_trace_bytes(self) -> int:
@@ -99,6 +118,14 @@ class Limits:
     @property
     def max_batch_items(self) -> int:
         """Most traces in one batch request (default 10 000)."""
+    @property
+    def max_work_units(self) -> int:
+        """Work units grading one trace may spend (default 50 000 000); more is that trace's
+        `WORK_LIMIT_EXCEEDED` error."""
+    @property
+    def expression_cost_limit(self) -> int:
+        """Cost units one CEL evaluation may spend (default 1 000 000); more is
+        `EXPRESSION_ERROR` "cost limit of N exceeded"."""
 
 @final
 class CompiledSuite:
@@ -134,12 +161,19 @@ class Grader:
         """Compiles and keeps a serialized `Suite`; returns its id."""
     def get_suite(self, suite_id: str) -> CompiledSuite | None:
         """A compiled suite by id, if it is still cached."""
-    def grade_requests(self, requests: list[bytes]) -> list[bytes | TrajgradeError]:
-        """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error."""
-    def grade_batch_request(self, request: bytes) -> bytes:
-        """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`."""
-    def grade_traces(self, suite: CompiledSuite, traces: list[bytes]) -> list[bytes]:
-        """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each."""
+    def grade_requests(
+        self, requests: list[bytes], cancels: list[CancelToken | None] | None = None
+    ) -> list[bytes | TrajgradeError]:
+        """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error;
+        item i stops once `cancels[i]` is cancelled (`CancelledError`)."""
+    def grade_batch_request(self, request: bytes, cancel: CancelToken | None = None) -> bytes:
+        """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
+        `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
+    def grade_traces(
+        self, suite: CompiledSuite, traces: list[bytes], cancel: CancelToken | None = None
+    ) -> list[bytes]:
+        """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each; once
+        `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
     def grade_json_traces(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
         """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
     def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:

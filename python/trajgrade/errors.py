@@ -1,6 +1,7 @@
 """The trajgrade exception classes (defined in the Rust binding), re-exported."""
 
 from trajgrade._core import (
+    CancelledError,
     InternalError,
     InvalidRequestError,
     InvalidSuiteError,
@@ -10,6 +11,7 @@ from trajgrade._core import (
 )
 
 __all__ = [
+    "CancelledError",
     "InternalError",
     "InvalidRequestError",
     "InvalidSuiteError",

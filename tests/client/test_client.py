@@ -118,9 +118,11 @@ class _ChunkLog:
         self.inner = trajgrade._core.Grader(trajgrade._core.Limits(max_calls_per_trace=2))
         self.chunks: list[int] = []
 
-    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]:
+    def grade_traces(
+        self, suite: Any, traces: list[bytes], cancel: trajgrade._core.CancelToken | None = None
+    ) -> list[bytes]:
         self.chunks.append(len(traces))
-        return self.inner.grade_traces(suite, traces)
+        return self.inner.grade_traces(suite, traces, cancel)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -344,10 +346,12 @@ class SlowGrader:
         self.gate = threading.Event()
         self.entered = threading.Event()
 
-    def grade_requests(self, requests: list[bytes]) -> list[Any]:
+    def grade_requests(
+        self, requests: list[bytes], cancels: list[trajgrade._core.CancelToken | None] | None = None
+    ) -> list[Any]:
         self.entered.set()
         self.gate.wait(30)
-        return self.inner.grade_requests(requests)
+        return self.inner.grade_requests(requests, cancels)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -129,17 +129,21 @@ class GatedGrader:
         if self.fail_with is not None:
             raise self.fail_with
 
-    def grade_requests(self, requests: list[bytes]) -> list[bytes | BaseException]:
+    def grade_requests(
+        self, requests: list[bytes], cancels: list[_core.CancelToken | None] | None = None
+    ) -> list[bytes | BaseException]:
         self._wait(len(requests))
-        return self.inner.grade_requests(requests)
+        return self.inner.grade_requests(requests, cancels)
 
-    def grade_batch_request(self, request: bytes) -> bytes:
+    def grade_batch_request(self, request: bytes, cancel: _core.CancelToken | None = None) -> bytes:
         self._wait(1)
-        return self.inner.grade_batch_request(request)
+        return self.inner.grade_batch_request(request, cancel)
 
-    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]:
+    def grade_traces(
+        self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
+    ) -> list[bytes]:
         self._wait(len(traces))
-        return self.inner.grade_traces(suite, traces)
+        return self.inner.grade_traces(suite, traces, cancel)
 
     def register_suite(self, suite: bytes) -> str:
         return self.inner.register_suite(suite)
@@ -174,6 +178,9 @@ class Harness:
 
     async def grade(self, request: grader_service_pb2.GradeTraceRequest, **kw: Any) -> bytes:
         return bytes(await self.raw_unary("GradeTrace")(request.SerializeToString(), **kw))
+
+    async def grade_raw(self, request: bytes, **kw: Any) -> bytes:
+        return bytes(await self.raw_unary("GradeTrace")(request, **kw))
 
 
 ServerFactory = Callable[..., Awaitable[Harness]]

@@ -44,6 +44,8 @@ def make_grader(settings: Settings) -> _core.Grader:
         max_suite_bytes=settings.max_suite_bytes,
         suite_cache_size=settings.suite_cache_size,
         max_batch_items=settings.max_batch_items,
+        max_work_units=settings.max_work_units,
+        expression_cost_limit=settings.expression_cost_limit,
     )
     return _core.Grader(
         limits,

@@ -12,8 +12,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trajgrade import _core
 from trajgrade.server.metrics import ServerMetrics
-from trajgrade.server.status import DeadlinePassedError, QueueFullError, ShuttingDownError
+from trajgrade.server.status import (
+    DeadlinePassedError,
+    QueueFullError,
+    RequestCancelledError,
+    ShuttingDownError,
+)
 
 log = logging.getLogger("trajgrade.server")
 
@@ -21,7 +27,9 @@ log = logging.getLogger("trajgrade.server")
 class GraderLike(Protocol):
     """The part of trajgrade._core.Grader the batcher calls (it releases the GIL)."""
 
-    def grade_requests(self, requests: list[bytes]) -> Sequence[bytes | BaseException]: ...
+    def grade_requests(
+        self, requests: list[bytes], cancels: list[_core.CancelToken | None] | None = None
+    ) -> Sequence[bytes | BaseException]: ...
 
 
 Solo = Callable[[bytes], bytes]
@@ -34,6 +42,7 @@ class _Entry:
     deadline: float | None  # loop.time() after which grading is pointless
     enqueued: float  # loop.time() at submission
     solo: Solo | None = None  # grades a BatchGradeTraces request or stream chunk alone, in one call
+    cancel: _core.CancelToken | None = None  # the RPC's token: the core stops when it is cancelled
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -138,13 +147,20 @@ class Batcher:
     # --- submission ----------------------------------------------------------------------------
 
     def submit(
-        self, payload: bytes, deadline: float | None, *, solo: Solo | None = None
+        self,
+        payload: bytes,
+        deadline: float | None,
+        *,
+        solo: Solo | None = None,
+        cancel: _core.CancelToken | None = None,
     ) -> asyncio.Future[bytes]:
         """Queue one serialized GradeTraceRequest, or a payload that ``solo`` grades by itself
         (a BatchGradeTracesRequest, a StreamGradeTraces chunk).
 
         ``deadline`` is seconds from now (the RPC's time_remaining()), or None. The future
-        resolves to the core's response bytes, or raises the item's TrajgradeError.
+        resolves to the core's response bytes, or raises the item's TrajgradeError. Once
+        ``cancel`` is cancelled the item is dropped if still queued, and its grading stops if
+        running (``solo`` must pass the token on to the core itself).
         """
         if self._closed:
             self._metrics.rejected.labels("shutting_down").inc()
@@ -167,6 +183,7 @@ class Batcher:
             None if deadline is None else now + deadline,
             now,
             solo,
+            cancel,
         )
         self._queue.append(entry)
         self._queued_bytes += entry.size
@@ -174,13 +191,21 @@ class Batcher:
         self._wakeup.set()
         return entry.future
 
-    async def grade(self, payload: bytes, deadline: float | None) -> bytes:
+    async def grade(
+        self, payload: bytes, deadline: float | None, cancel: _core.CancelToken | None = None
+    ) -> bytes:
         """Submit one GradeTraceRequest and wait for its GradeTraceResponse bytes."""
-        return await self.submit(payload, deadline)
+        return await self.submit(payload, deadline, cancel=cancel)
 
-    async def grade_solo(self, payload: bytes, deadline: float | None, solo: Solo) -> bytes:
+    async def grade_solo(
+        self,
+        payload: bytes,
+        deadline: float | None,
+        solo: Solo,
+        cancel: _core.CancelToken | None = None,
+    ) -> bytes:
         """Queue ``solo(payload)`` (one whole BatchGradeTracesRequest) and wait for it."""
-        return await self.submit(payload, deadline, solo=solo)
+        return await self.submit(payload, deadline, solo=solo, cancel=cancel)
 
     # --- the collector -------------------------------------------------------------------------
 
@@ -201,6 +226,11 @@ class Batcher:
                 DeadlinePassedError("the deadline passed before the request was graded")
             )
             # Nobody may await it any more (the RPC is over); mark the exception retrieved.
+            entry.future.exception()
+            return False
+        if entry.cancel is not None and entry.cancel.cancelled:
+            self._metrics.dropped.labels("cancelled").inc()
+            entry.future.set_exception(RequestCancelledError("the call was cancelled"))
             entry.future.exception()
             return False
         return True
@@ -275,7 +305,10 @@ class Batcher:
         task.add_done_callback(self._running.discard)
 
     def _grade_many(self, batch: list[_Entry]) -> list[bytes | BaseException]:
-        return list(self._grader.grade_requests([e.payload for e in batch]))
+        cancels = [e.cancel for e in batch]
+        if not any(cancels):
+            return list(self._grader.grade_requests([e.payload for e in batch]))
+        return list(self._grader.grade_requests([e.payload for e in batch], cancels))
 
     def _grade_solo(self, batch: list[_Entry]) -> list[bytes | BaseException]:
         entry = batch[0]

@@ -14,6 +14,7 @@ import grpc
 from trajgrade import _core
 from trajgrade.server import wire
 from trajgrade.server.batcher import Batcher
+from trajgrade.server.cancel import cancellation
 from trajgrade.server.import_suite import ImportSuiteHandler
 from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.status import (
@@ -57,9 +58,13 @@ class CoreGrader(Protocol):
 
     def compile_suite(self, suite: bytes) -> Any: ...
 
-    def grade_batch_request(self, request: bytes) -> bytes: ...
+    def grade_batch_request(
+        self, request: bytes, cancel: _core.CancelToken | None = None
+    ) -> bytes: ...
 
-    def grade_traces(self, suite: Any, traces: list[bytes]) -> list[bytes]: ...
+    def grade_traces(
+        self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
+    ) -> list[bytes]: ...
 
 
 # grpc ships no type information, so the context is effectively Any to mypy.
@@ -88,15 +93,19 @@ class GraderServicer:
 
     async def grade_trace(self, request: bytes, context: Ctx) -> bytes:
         """GradeTrace: through the batcher; the core answers GradeTraceResponse bytes."""
-        return await self._batcher.grade(request, context.time_remaining())
+        with cancellation(context) as token:
+            return await self._batcher.grade(request, context.time_remaining(), token)
 
     async def batch_grade_traces(self, request: bytes, context: Ctx) -> bytes:
         """BatchGradeTraces: one core call for the whole request, queued like any other work."""
-        return await self._batcher.grade_solo(
-            request, context.time_remaining(), self._grade_batch_envelope
-        )
+        with cancellation(context) as token:
 
-    def _grade_batch_envelope(self, request: bytes) -> bytes:
+            def grade(payload: bytes) -> bytes:
+                return self._grade_batch_envelope(payload, token)
+
+            return await self._batcher.grade_solo(request, context.time_remaining(), grade, token)
+
+    def _grade_batch_envelope(self, request: bytes, token: _core.CancelToken) -> bytes:
         """Runs on a grading thread: the whole BatchGradeTracesRequest in one core call.
 
         The core decodes the envelope in one go, so a trace that does not decode (invalid
@@ -105,7 +114,7 @@ class GraderServicer:
         that one bad trace gets its own ItemError and its siblings are graded (SPEC 7).
         """
         try:
-            return self._grader.grade_batch_request(request)
+            return self._grader.grade_batch_request(request, token)
         except _core.InvalidRequestError:
             pass
         suite_ref: tuple[int, bytes] | None = None
@@ -124,7 +133,7 @@ class GraderServicer:
             )
         number, value = suite_ref
         suite = self._suite(inline=number == _BATCH_SUITE, value=value)
-        outcomes = self._grader.grade_traces(suite, traces)
+        outcomes = self._grader.grade_traces(suite, traces, token)
         return b"".join(length_delimited(_OUTCOME, o) for o in outcomes)
 
     def _suite(self, *, inline: bool, value: bytes) -> Any:
@@ -137,7 +146,9 @@ class GraderServicer:
             raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
         return suite
 
-    def _grade_chunk(self, inline: bool, suite: bytes, traces: list[bytes]) -> bytes:
+    def _grade_chunk(
+        self, inline: bool, suite: bytes, traces: list[bytes], token: _core.CancelToken
+    ) -> bytes:
         """Runs on a grading thread: one stream chunk in one core call, as BatchGradeTraces.
 
         Answers the StreamGradeTracesResponse bytes: one `outcomes` entry per trace, in order;
@@ -145,7 +156,7 @@ class GraderServicer:
         i within the message) and its siblings are graded.
         """
         compiled = self._suite(inline=inline, value=suite)
-        outcomes = self._grader.grade_traces(compiled, traces)
+        outcomes = self._grader.grade_traces(compiled, traces, token)
         return b"".join([_STREAM_OUTCOMES_TAG + encode_varint(len(o)) + o for o in outcomes])
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
@@ -181,36 +192,42 @@ class GraderServicer:
         one grades). A full queue pauses reading instead of failing, as long as this stream has
         work in flight to wait for.
         """
-        window = _Window(self._window)
-        reader = asyncio.get_running_loop().create_task(
-            self._read_stream(requests, context, window)
-        )
-        try:
-            while True:
-                item = await window.next()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                assert item.future is not None  # set before the reader queues it
-                try:
-                    response = await item.future
-                except (_core.InvalidRequestError, _core.LimitExceededError) as exc:
+        with cancellation(context) as token:
+            window = _Window(self._window)
+            reader = asyncio.get_running_loop().create_task(
+                self._read_stream(requests, context, window, token)
+            )
+            try:
+                while True:
+                    item = await window.next()
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    assert item.future is not None  # set before the reader queues it
+                    try:
+                        response = await item.future
+                    except (_core.InvalidRequestError, _core.LimitExceededError) as exc:
+                        if item.chunk:
+                            raise  # not per item: the chunk's suite (SUITE_TOO_LARGE, ...)
+                        response = _item_error(item.request, exc)
                     if item.chunk:
-                        raise  # not per item: the chunk's suite (SUITE_TOO_LARGE, ...)
-                    response = _item_error(item.request, exc)
-                if item.chunk:
-                    yield response  # already a StreamGradeTracesResponse (outcomes)
-                else:
-                    yield length_delimited(_OUTCOME, response)
-                window.release(item)
-        finally:
-            reader.cancel()
-            # Whatever is still queued for this stream has nobody to go to: let the batcher skip it.
-            window.cancel_all()
+                        yield response  # already a StreamGradeTracesResponse (outcomes)
+                    else:
+                        yield length_delimited(_OUTCOME, response)
+                    window.release(item)
+            finally:
+                reader.cancel()
+                # Whatever is still queued for this stream has nobody to go to: let the batcher
+                # skip it.
+                window.cancel_all()
 
     async def _read_stream(
-        self, requests: AsyncIterator[bytes], context: Ctx, window: _Window
+        self,
+        requests: AsyncIterator[bytes],
+        context: Ctx,
+        window: _Window,
+        token: _core.CancelToken,
     ) -> None:
         # The suite as last set: its whole field (appended to single-trace messages) and, for
         # chunks, whether it is inline and its value.
@@ -234,14 +251,14 @@ class GraderServicer:
                         field="suite_ref",
                     )
                 if traces:
-                    item = self._chunk(message, traces, _STREAM_TRACE in found, suite)
+                    item = self._chunk(message, traces, _STREAM_TRACE in found, suite, token)
                 else:
                     # The single-trace form (also a message with neither field: proto3 reads
                     # an absent trace as an empty Trace, as before chunks existed). Appended
                     # fields merge, so adding the suite is the same as setting the oneof.
                     item = _Pending(message if refs else message + suite_field)
                 await window.wait_for_room()
-                item.future = await self._submit_with_backpressure(item, context, window)
+                item.future = await self._submit_with_backpressure(item, context, window, token)
                 window.add(item)
             window.finish(None)
         except asyncio.CancelledError:
@@ -250,7 +267,12 @@ class GraderServicer:
             window.finish(exc)
 
     def _chunk(
-        self, message: bytes, traces: list[bytes], has_trace: bool, suite: tuple[bool, bytes]
+        self,
+        message: bytes,
+        traces: list[bytes],
+        has_trace: bool,
+        suite: tuple[bool, bytes],
+        token: _core.CancelToken,
     ) -> _Pending:
         """A chunk message, checked, ready to be graded alone in one core call."""
         if has_trace:
@@ -267,16 +289,18 @@ class GraderServicer:
         grade = self._grade_chunk
 
         def solo(_message: bytes) -> bytes:
-            return grade(inline, value, traces)
+            return grade(inline, value, traces, token)
 
         return _Pending(message, solo=solo, traces=len(traces))
 
     async def _submit_with_backpressure(
-        self, item: _Pending, context: Ctx, window: _Window
+        self, item: _Pending, context: Ctx, window: _Window, token: _core.CancelToken
     ) -> asyncio.Future[bytes]:
         while True:
             try:
-                return self._batcher.submit(item.request, context.time_remaining(), solo=item.solo)
+                return self._batcher.submit(
+                    item.request, context.time_remaining(), solo=item.solo, cancel=token
+                )
             except QueueFullError:
                 pending = window.in_flight()
                 if not pending:

@@ -108,6 +108,18 @@ class Settings:
     max_batch_items: int = _setting(
         10_000, "most traces in one BatchGradeTraces call or one StreamGradeTraces chunk", int
     )
+    max_work_units: int = _setting(
+        50_000_000,
+        "work units grading one trace may spend (about one per argument comparison, matching "
+        "edge or call scanned); more is that trace's WORK_LIMIT_EXCEEDED error",
+        int,
+    )
+    expression_cost_limit: int = _setting(
+        1_000_000,
+        "cost units one CEL evaluation may spend (one per comprehension iteration and function "
+        "call); more is EXPRESSION_ERROR 'cost limit of N exceeded'",
+        int,
+    )
     # Lifecycle.
     grace_period_s: float = _setting(
         20.0, "seconds that queued and in-flight work gets to finish on SIGTERM", float
@@ -164,6 +176,8 @@ class Settings:
             "suite_cache_size",
             "max_registered_suites",
             "max_batch_items",
+            "max_work_units",
+            "expression_cost_limit",
         ]
         for name in positive:
             if getattr(self, name) < 1:

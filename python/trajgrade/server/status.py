@@ -47,6 +47,12 @@ class DeadlinePassedError(ServerError):
     reason_code = "DEADLINE_EXCEEDED"
 
 
+class RequestCancelledError(ServerError):
+    """The caller cancelled the call before its item was graded."""
+
+    reason_code = "CANCELLED"
+
+
 class ShuttingDownError(ServerError):
     """The server is draining and accepts no new work."""
 
@@ -94,6 +100,8 @@ _TABLE: tuple[tuple[type[BaseException], _Row], ...] = (
     (RequestInvalidError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
     (QueueFullError, _Row(grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED)),
     (DeadlinePassedError, _Row(grpc.StatusCode.DEADLINE_EXCEEDED, code_pb2.DEADLINE_EXCEEDED)),
+    (_core.CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
+    (RequestCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (ShuttingDownError, _Row(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE)),
     (UnauthenticatedError, _Row(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED)),
 )

@@ -18,6 +18,7 @@ use crate::proto::v1::{
 };
 use crate::suite::CompiledSuite;
 use crate::trace::{check_parts, check_trace, wire_decode, Decoded, TraceView};
+use crate::work::{CancelFlag, Stop};
 
 /// Registered suites kept by default (see [`Grader::with_max_registered_suites`]).
 pub const DEFAULT_MAX_REGISTERED_SUITES: usize = 10_000;
@@ -175,11 +176,24 @@ impl Grader {
     /// item's error. Items are graded in parallel on the pool; a panic is that item's
     /// `CoreError::Internal`.
     pub fn grade_requests(&self, requests: &[&[u8]]) -> Vec<Result<Vec<u8>, CoreError>> {
+        self.grade_requests_with(requests, &[])
+    }
+
+    /// As [`Grader::grade_requests`]; item `i` stops at its next unit of work once
+    /// `cancels[i]` is cancelled (`CoreError::Cancelled`). Items past the end of `cancels`
+    /// cannot be cancelled.
+    pub fn grade_requests_with(
+        &self,
+        requests: &[&[u8]],
+        cancels: &[Option<CancelFlag>],
+    ) -> Vec<Result<Vec<u8>, CoreError>> {
         self.pool.install(|| {
             requests
                 .par_iter()
-                .map(|r| {
-                    catch_unwind(AssertUnwindSafe(|| self.grade_request(r)))
+                .enumerate()
+                .map(|(i, r)| {
+                    let cancel = cancels.get(i).and_then(Option::as_ref);
+                    catch_unwind(AssertUnwindSafe(|| self.grade_request(r, cancel)))
                         .unwrap_or_else(|_| Err(CoreError::Internal("grading panicked".to_owned())))
                 })
                 .collect()
@@ -190,11 +204,21 @@ impl Grader {
     /// `TraceOutcome` per trace; a bad trace, undecodable ones included, becomes an `ItemError`).
     /// Err only for a bad envelope, too many traces, or a bad or unknown suite.
     pub fn grade_batch_request(&self, request: &[u8]) -> Result<Vec<u8>, CoreError> {
+        self.grade_batch_request_with(request, None)
+    }
+
+    /// As [`Grader::grade_batch_request`]; every trace stops at its next unit of work once
+    /// `cancel` is cancelled (that trace's `ItemError` `CANCELLED`).
+    pub fn grade_batch_request_with(
+        &self,
+        request: &[u8],
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Vec<u8>, CoreError> {
         if let Some(suite) = self.raw_hit(request, 1, 2) {
             if let Ok(req) = TracesOnlyEnvelope::decode(request) {
                 if req.traces.len() <= self.limits.max_batch_items {
                     let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
-                    return Ok(encode_outcomes(&self.grade_traces(&suite, &refs)));
+                    return Ok(encode_outcomes(&self.grade_traces_with(&suite, &refs, cancel)));
                 }
             }
         }
@@ -219,20 +243,31 @@ impl Grader {
             None => return Err(missing_suite()),
         };
         let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
-        Ok(encode_outcomes(&self.grade_traces(&suite, &refs)))
+        Ok(encode_outcomes(&self.grade_traces_with(&suite, &refs, cancel)))
     }
 
     /// Grades serialized `Trace` messages against one suite: one serialized `TraceOutcome` each.
     /// An undecodable trace, a limit exceeded or a panic is that item's `ItemError` (field
     /// `traces[i]...`, `trace_id` filled whenever field 1 of the bytes is readable).
     pub fn grade_traces(&self, suite: &CompiledSuite, traces: &[&[u8]]) -> Vec<Vec<u8>> {
+        self.grade_traces_with(suite, traces, None)
+    }
+
+    /// As [`Grader::grade_traces`]; every trace stops at its next unit of work once `cancel`
+    /// is cancelled (that trace's `ItemError` `CANCELLED`).
+    pub fn grade_traces_with(
+        &self,
+        suite: &CompiledSuite,
+        traces: &[&[u8]],
+        cancel: Option<&CancelFlag>,
+    ) -> Vec<Vec<u8>> {
         self.pool.install(|| {
             traces
                 .par_iter()
                 .enumerate()
                 .map(|(i, bytes)| {
                     guarded(
-                        || self.grade_trace_bytes(suite, bytes, i),
+                        || self.grade_trace_bytes(suite, bytes, i, cancel),
                         || crate::wire::lenient_trace_id(bytes),
                         i,
                         "traces",
@@ -242,14 +277,28 @@ impl Grader {
         })
     }
 
-    fn grade_trace_bytes(&self, suite: &CompiledSuite, bytes: &[u8], i: usize) -> Vec<u8> {
+    fn grade_trace_bytes(
+        &self,
+        suite: &CompiledSuite,
+        bytes: &[u8],
+        i: usize,
+        cancel: Option<&CancelFlag>,
+    ) -> Vec<u8> {
         let field = || format!("traces[{i}]");
+        let stopped = |id: &str, stop: Stop| {
+            let e = stop.error(self.limits.max_work_units, field());
+            item_error(id.to_owned(), e.reason_code(), field(), e.message())
+        };
         // The field path is only formatted when there is an error to report.
         match wire_decode(bytes, &self.limits, "") {
             Ok(Decoded::Parts(parts)) => {
-                suite.grade_view_encoded(&TraceView::from_parts(parts, &self.limits))
+                let view = cancellable(TraceView::from_parts(parts, &self.limits), cancel);
+                suite.grade_view_encoded(&view).unwrap_or_else(|stop| stopped(view.id(), stop))
             }
-            Ok(Decoded::Owned(t)) => suite.grade_view_encoded(&TraceView::new(&t, &self.limits)),
+            Ok(Decoded::Owned(t)) => {
+                let view = cancellable(TraceView::new(&t, &self.limits), cancel);
+                suite.grade_view_encoded(&view).unwrap_or_else(|stop| stopped(view.id(), stop))
+            }
             Err(e) => item_error(
                 crate::wire::lenient_trace_id(bytes),
                 e.reason_code(),
@@ -270,9 +319,13 @@ impl Grader {
                 .enumerate()
                 .map(|(i, line)| {
                     guarded(
-                        || match self.grade_json_line(line, i, |v| suite.grade_view_encoded(v)) {
-                            Ok(outcome) => outcome,
-                            Err((id, e)) => {
+                        || match self.grade_json_line(line, i, |v| {
+                            suite
+                                .grade_view_encoded(v)
+                                .map_err(|stop| (v.id().to_owned(), self.stop_error(stop, i)))
+                        }) {
+                            Ok(Ok(outcome)) => outcome,
+                            Ok(Err((id, e))) | Err((id, e)) => {
                                 item_error(id, e.reason_code(), e.field().to_owned(), e.message())
                             }
                         },
@@ -388,7 +441,10 @@ impl Grader {
         line: &[u8],
         i: usize,
     ) -> Result<GradeResult, ItemError> {
-        self.grade_json_line(line, i, |v| suite.grade_view(v)).map_err(|(id, e)| ItemError {
+        let graded = self.grade_json_line(line, i, |v| {
+            suite.grade_view(v).map_err(|stop| (v.id().to_owned(), self.stop_error(stop, i)))
+        });
+        graded.and_then(|r| r).map_err(|(id, e)| ItemError {
             trace_id: id,
             reason_code: e.reason_code().to_owned(),
             field: e.field().to_owned(),
@@ -437,13 +493,20 @@ impl Grader {
         let (parts, encoded_len) = traces.parts(i);
         if encoded_len <= self.limits.max_trace_bytes {
             return match check_parts(&parts, &self.limits, &field) {
-                Ok(()) => Ok(suite.grade_view(&TraceView::from_parts(parts, &self.limits))),
+                Ok(()) => {
+                    let id = parts.id;
+                    suite
+                        .grade_view(&TraceView::from_parts(parts, &self.limits))
+                        .map_err(|stop| to_item(id.to_owned(), self.stop_error(stop, i)))
+                }
                 Err(e) => Err(to_item(parts.id.to_owned(), e)),
             };
         }
         let trace = traces.trace(i);
         match check_trace(&trace, &self.limits, &field) {
-            Ok(()) => Ok(suite.grade_view(&TraceView::new(&trace, &self.limits))),
+            Ok(()) => suite
+                .grade_view(&TraceView::new(&trace, &self.limits))
+                .map_err(|stop| to_item(trace.id.clone(), self.stop_error(stop, i))),
             Err(e) => Err(to_item(trace.id, e)),
         }
     }
@@ -486,13 +549,35 @@ impl Grader {
         }
     }
 
-    fn grade_request(&self, bytes: &[u8]) -> Result<Vec<u8>, CoreError> {
+    /// The item error of a JSON line or Arrow row whose grading stopped (field `lines[i]`).
+    fn stop_error(&self, stop: Stop, i: usize) -> CoreError {
+        stop.error(self.limits.max_work_units, format!("lines[{i}]"))
+    }
+
+    /// A decoded request's trace, checked and graded (field `trace`).
+    fn grade_request_trace(
+        &self,
+        suite: &CompiledSuite,
+        trace: &Trace,
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Vec<u8>, CoreError> {
+        check_trace(trace, &self.limits, "trace")?;
+        let view = cancellable(TraceView::new(trace, &self.limits), cancel);
+        let result = suite
+            .grade_view(&view)
+            .map_err(|stop| stop.error(self.limits.max_work_units, "trace".to_owned()))?;
+        Ok(GradeTraceResponse { result: Some(result) }.encode_to_vec())
+    }
+
+    fn grade_request(
+        &self,
+        bytes: &[u8],
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Vec<u8>, CoreError> {
         if let Some(suite) = self.raw_hit(bytes, 2, 3) {
             if let Ok(req) = TraceOnlyRequest::decode(bytes) {
                 let trace = req.trace.unwrap_or_default();
-                check_trace(&trace, &self.limits, "trace")?;
-                let result = suite.grade(&trace, &self.limits);
-                return Ok(GradeTraceResponse { result: Some(result) }.encode_to_vec());
+                return self.grade_request_trace(&suite, &trace, cancel);
             }
         }
         let raw = crate::wire::sole_message_field(bytes, 2, 3).map(raw_key);
@@ -505,9 +590,7 @@ impl Grader {
             None => return Err(missing_suite()),
         };
         let trace = req.trace.unwrap_or_default();
-        check_trace(&trace, &self.limits, "trace")?;
-        let result = suite.grade(&trace, &self.limits);
-        Ok(GradeTraceResponse { result: Some(result) }.encode_to_vec())
+        self.grade_request_trace(&suite, &trace, cancel)
     }
 
     fn compile_decoded(&self, suite: Suite) -> Result<Arc<CompiledSuite>, CoreError> {
@@ -627,6 +710,14 @@ fn item_error(trace_id: String, reason_code: &str, field: String, message: Strin
         })),
     }
     .encode_to_vec()
+}
+
+/// `view`, stopping at its next unit of work once `cancel` (if any) is cancelled.
+fn cancellable<'a>(view: TraceView<'a>, cancel: Option<&CancelFlag>) -> TraceView<'a> {
+    match cancel {
+        Some(flag) => view.with_cancel(flag.clone()),
+        None => view,
+    }
 }
 
 fn missing_suite() -> CoreError {
@@ -846,6 +937,73 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_over_the_work_limit_is_its_item_error_alone() {
+        let g = Grader::new(Limits { max_work_units: 50, ..Limits::default() }, 2);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let small = trace("small", &["a"]).encode_to_vec();
+        let names: Vec<&str> = vec!["a"; 60];
+        let big = trace("big", &names).encode_to_vec();
+        let out = g.grade_traces(&compiled, &[&small, &big, &small]);
+        assert!(matches!(outcome_of(&out[0]), trace_outcome::Outcome::Result(_)));
+        assert!(matches!(outcome_of(&out[2]), trace_outcome::Outcome::Result(_)));
+        match outcome_of(&out[1]) {
+            trace_outcome::Outcome::Error(e) => assert_eq!(
+                (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str(), e.message.as_str()),
+                (
+                    "big",
+                    "WORK_LIMIT_EXCEEDED",
+                    "traces[1]",
+                    "grading needed more than 50 work units (limit max_work_units)"
+                )
+            ),
+            other @ trace_outcome::Outcome::Result(_) => {
+                panic!("expected an item error, got {other:?}")
+            }
+        }
+        // The unary form: the request's error, at `trace`.
+        let request = |t: Trace| {
+            GradeTraceRequest {
+                trace: Some(t),
+                suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+            }
+            .encode_to_vec()
+        };
+        let out = g.grade_requests(&[&request(trace("big", &names)), &request(trace("s", &["a"]))]);
+        let e = out[0].as_ref().expect_err("over the limit");
+        assert_eq!((e.reason_code(), e.field()), ("WORK_LIMIT_EXCEEDED", "trace"));
+        assert!(out[1].is_ok());
+        // JSON lines and their rows.
+        let line = serde_json::to_vec(&trace("big", &names)).expect("json");
+        let rows = g.grade_json_traces_to_json(&compiled, &[&line]);
+        let row = String::from_utf8(rows[0].clone()).expect("utf-8");
+        assert!(
+            row.contains("\"reason_code\":\"WORK_LIMIT_EXCEEDED\",\"field\":\"lines[0]\""),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_flag_stops_every_item() {
+        let g = Grader::new(Limits::default(), 2);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let t = trace("t", &["a"]).encode_to_vec();
+        let flag = crate::work::CancelFlag::new();
+        flag.cancel();
+        let out = g.grade_traces_with(&compiled, &[&t, &t], Some(&flag));
+        for o in &out {
+            match outcome_of(o) {
+                trace_outcome::Outcome::Error(e) => assert_eq!(e.reason_code, "CANCELLED"),
+                other @ trace_outcome::Outcome::Result(_) => {
+                    panic!("expected an item error, got {other:?}")
+                }
+            }
+        }
+        let live = crate::work::CancelFlag::new();
+        let out = g.grade_traces_with(&compiled, &[&t], Some(&live));
+        assert!(matches!(outcome_of(&out[0]), trace_outcome::Outcome::Result(_)));
+    }
+
+    #[test]
     fn a_panic_is_that_items_internal_error() {
         let out = super::guarded(|| panic!("boom"), || "t9".to_owned(), 4, "traces");
         match outcome_of(&out) {
@@ -1025,8 +1183,8 @@ mod tests {
                     graded += 1;
                     let view = TraceView::new(&t, g.limits());
                     (
-                        crate::rows::result_row(&compiled.grade_view(&view)),
-                        compiled.grade_view_encoded(&view),
+                        crate::rows::result_row(&compiled.grade_view(&view).expect("graded")),
+                        compiled.grade_view_encoded(&view).expect("graded"),
                     )
                 }
                 Err((id, e)) => {

@@ -26,6 +26,10 @@ pub enum CoreError {
     /// A configured limit was exceeded (`TRACE_TOO_LARGE`, `TOO_MANY_CALLS`, ...).
     #[error("{field}: {message}")]
     LimitExceeded { reason_code: String, field: String, message: String },
+    /// The request was cancelled or its deadline passed while this trace was graded (field:
+    /// the trace's path).
+    #[error("{0}: grading was cancelled")]
+    Cancelled(String),
     /// No compiled suite has this id.
     #[error("unknown suite_id {0:?}")]
     SuiteNotFound(String),
@@ -46,6 +50,7 @@ impl CoreError {
             CoreError::InvalidRequest { reason_code, .. }
             | CoreError::LimitExceeded { reason_code, .. } => reason_code,
             CoreError::SuiteNotFound(_) => "SUITE_NOT_FOUND",
+            CoreError::Cancelled(_) => "CANCELLED",
             CoreError::Internal(_) => "INTERNAL",
         }
     }
@@ -58,6 +63,7 @@ impl CoreError {
                 field
             }
             CoreError::SuiteNotFound(_) => "suite_id",
+            CoreError::Cancelled(field) => field,
             CoreError::Internal(_) => "",
         }
     }
@@ -67,6 +73,7 @@ impl CoreError {
         match self {
             CoreError::InvalidRequest { message, .. }
             | CoreError::LimitExceeded { message, .. } => message.clone(),
+            CoreError::Cancelled(_) => "grading was cancelled".to_owned(),
             other => other.to_string(),
         }
     }

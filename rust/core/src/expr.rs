@@ -1,16 +1,35 @@
 //! CEL expressions over a trace (`calls`, `answer`, `metadata`), compiled once per suite.
 //!
-//! Built on the `cel` crate. A suite compiles each expression once into a [`cel::Program`] and
-//! evaluates it from many grading threads; the variables are bound per evaluation in a fresh
-//! [`cel::Context`] that shares one standard environment (`Arc<Env>`), so evaluations never
-//! share mutable state.
+//! Built on the `cel` crate. A suite compiles each expression once: parsed (after bounds
+//! that keep the parser from panicking or overflowing its stack), checked (every identifier
+//! and function is known, comprehensions nest at most [`MAX_COMPREHENSION_NESTING`] deep), then
+//! instrumented for its cost (see [`cost`]). It is evaluated from many grading threads; the
+//! variables are bound per evaluation in a fresh [`cel::Context`] that shares one standard
+//! environment (`Arc<Env>`), so evaluations never share mutable state.
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::IdedExpr;
 use cel::objects::{Key, Map};
-use cel::{Context, Env, ExecutionError, Program, Value as CelValue};
+use cel::{Context, Env, ExecutionError, Value as CelValue};
 
 use crate::json::Value;
+use crate::work::Work;
+
+mod check;
+pub mod cost;
+
+/// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).
+pub const MAX_EXPRESSION_BYTES: usize = 65_535;
+/// Deepest nesting of brackets (`(`, `[`, `{`) accepted before parsing.
+pub const MAX_EXPRESSION_NESTING: usize = 64;
+/// Deepest syntax tree accepted (after macro expansion): evaluation recurses this deep.
+pub const MAX_TREE_DEPTH: usize = 200;
+/// Stack of the thread that parses an expression (parsing a long chain recurses deeply).
+const COMPILE_STACK_BYTES: usize = 128 << 20;
+/// Deepest nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`).
+pub const MAX_COMPREHENSION_NESTING: usize = 4;
 
 /// One call as an expression sees it.
 pub struct ExprCall<'a> {
@@ -24,17 +43,23 @@ pub struct ExprCall<'a> {
     pub position: u32,
 }
 
-/// The standard CEL environment (functions and macros), built once per process: building it
-/// registers every standard overload, which would otherwise be paid on every evaluation.
-static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
+/// The standard CEL environment (functions and macros) plus the cost meter's function, built
+/// once per process: building it registers every standard overload, which would otherwise be
+/// paid on every evaluation.
+static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
+    let mut env = Env::stdlib();
+    cost::register(&mut env);
+    Arc::new(env)
+});
 
-/// A compiled CEL program.
+/// A compiled CEL expression: its instrumented syntax tree and its cost limit.
 ///
-/// `cel::Program` is a plain syntax tree (no interior mutability; the parser's `Rc` state is
-/// dropped after parsing), so it is `Send + Sync` itself; the assertion below keeps it so
-/// across crate upgrades. Everything an evaluation mutates lives in its own `Context`.
+/// The tree is plain data (no interior mutability), so it is `Send + Sync`; the assertion
+/// below keeps it so across crate upgrades. Everything an evaluation mutates lives in its own
+/// `Context` and the thread's cost meter.
 pub struct Expression {
-    program: Program,
+    expr: IdedExpr,
+    cost_limit: u64,
 }
 
 const _: () = {
@@ -49,9 +74,27 @@ impl std::fmt::Debug for Expression {
 }
 
 impl Expression {
-    /// Parses and checks `source`; the error is a message for `expression.expr`.
-    pub fn compile(source: &str) -> Result<Expression, String> {
-        let program = ENV.compile(source).map_err(|e| {
+    /// Parses, checks and instruments `source`; the error is a message for `expression.expr`.
+    /// Evaluation may spend at most `cost_limit` units.
+    pub fn compile(source: &str, cost_limit: u64) -> Result<Expression, String> {
+        bound_source(source)?;
+        // Chains such as `a.b.c...` or `1 + 1 + ...` parse into trees as deep as they are long;
+        // parsing, measuring and dropping one recurses that deep, so it happens on a thread
+        // with room for it, and only trees within `MAX_TREE_DEPTH` come back.
+        let source = source.to_owned();
+        std::thread::Builder::new()
+            .name("trajgrade-cel-compile".to_owned())
+            .stack_size(COMPILE_STACK_BYTES)
+            .spawn(move || Self::compile_here(&source, cost_limit))
+            .map_err(|e| format!("could not compile the expression: {e}"))?
+            .join()
+            .unwrap_or_else(|_| Err("invalid CEL expression: the parser failed on it".to_owned()))
+    }
+
+    fn compile_here(source: &str, cost_limit: u64) -> Result<Expression, String> {
+        let parsed = catch_unwind(AssertUnwindSafe(|| ENV.compile(source)))
+            .map_err(|_| "invalid CEL expression: the parser failed on it".to_owned())?;
+        let program = parsed.map_err(|e| {
             let text = e.to_string();
             let text = text.trim();
             if text.is_empty() {
@@ -60,15 +103,28 @@ impl Expression {
                 format!("invalid CEL expression: {text}")
             }
         })?;
-        Ok(Expression { program })
+        let depth = check::depth(program.expression());
+        if depth > MAX_TREE_DEPTH {
+            return Err(format!(
+                "the expression nests {depth} deep (operators, selections, calls); the limit is \
+                 {MAX_TREE_DEPTH}"
+            ));
+        }
+        let mut expr = program.expression().clone();
+        check::check(&expr, &ENV)?;
+        cost::instrument(&mut expr);
+        Ok(Expression { expr, cost_limit })
     }
 
-    /// Evaluates to a bool; anything else (or an evaluation error) is `Err` with a message.
+    /// Evaluates to a bool; anything else (or an evaluation error, the cost limit exceeded
+    /// included) is `Err` with a message. The units spent go to `work` too; when `work` says
+    /// stop, the result is `Err` and `work.stopped()` tells why.
     pub fn evaluate(
         &self,
         calls: &[ExprCall<'_>],
         answer: &str,
         metadata: &HashMap<String, String>,
+        work: &Work,
     ) -> Result<bool, String> {
         let mut ctx = Context::with_env(Arc::clone(&ENV));
         let calls: Vec<CelValue> = calls.iter().map(call_value).collect();
@@ -79,21 +135,72 @@ impl Expression {
             .map(|(k, v)| (Key::from(k.as_str()), CelValue::String(Arc::new(v.clone()))))
             .collect();
         ctx.add_variable_from_value("metadata", CelValue::Map(Map { map: Arc::new(metadata) }));
-        match self.program.execute(&ctx) {
-            Ok(CelValue::Bool(b)) => Ok(b),
+        let (outcome, used, stop) = cost::metered(self.cost_limit, work, || {
+            catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, &ctx)))
+        });
+        // Units are spent even when the evaluation failed: the work was done.
+        let work_ok = work.spend(used);
+        if stop == Some(cost::Why::CostLimit) {
+            return Err(format!("cost limit of {} exceeded", self.cost_limit));
+        }
+        if stop.is_some() || !work_ok {
+            return Err("grading stopped".to_owned());
+        }
+        match outcome {
+            Err(_) => Err("the CEL evaluator failed on this expression".to_owned()),
+            Ok(Ok(CelValue::Bool(b))) => Ok(b),
             // A value holding a map is named by its type only: its Debug text follows `HashMap`
             // order, which differs between runs.
-            Ok(other) if has_map(&other) => {
+            Ok(Ok(other)) if has_map(&other) => {
                 Err(format!("the expression evaluated to a {}, not a bool", other.type_of()))
             }
-            Ok(other) => Err(format!(
+            Ok(Ok(other)) => Err(format!(
                 "the expression evaluated to {} ({}), not a bool",
                 other.type_of(),
                 short_debug(&other)
             )),
-            Err(e) => Err(error_text(&e)),
+            Ok(Err(e)) => Err(error_text(&e)),
         }
     }
+}
+
+/// The bounds checked before parsing: the size, and the bracket nesting outside string
+/// literals (a deep nest would overflow the parser's stack).
+fn bound_source(source: &str) -> Result<(), String> {
+    if source.len() > MAX_EXPRESSION_BYTES {
+        return Err(format!(
+            "the expression is {} bytes; the limit is {MAX_EXPRESSION_BYTES}",
+            source.len()
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for &b in source.as_bytes() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                quote = None;
+            }
+            continue;
+        }
+        match b {
+            b'"' | b'\'' => quote = Some(b),
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_EXPRESSION_NESTING {
+        return Err(format!("brackets nest {deepest} deep; the limit is {MAX_EXPRESSION_NESTING}"));
+    }
+    Ok(())
 }
 
 /// Whether `v` holds a map anywhere (its Debug text would then depend on `HashMap` order).
@@ -222,7 +329,13 @@ mod tests {
             .collect();
         let metadata: HashMap<String, String> =
             [("env".to_owned(), "prod".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
-        Expression::compile(src)?.evaluate(&calls, "Your refund is on its way.", &metadata)
+        let work = Work::new(u64::MAX, None);
+        Expression::compile(src, 1_000_000)?.evaluate(
+            &calls,
+            "Your refund is on its way.",
+            &metadata,
+            &work,
+        )
     }
 
     #[test]
@@ -293,27 +406,186 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(Expression::compile("calls.size() ==").is_err());
-        assert!(Expression::compile("").is_err());
+        assert!(Expression::compile("calls.size() ==", 10).is_err());
+        assert!(Expression::compile("", 10).is_err());
         let calls = [("a", Some("{}"), "", false)];
         assert!(eval("calls[3].name == \"a\"", &calls).is_err());
         assert!(eval("metadata[\"nope\"] == \"x\"", &calls).is_err());
         let e = eval("calls.size()", &calls).unwrap_err();
         assert!(e.contains("not a bool"), "{e}");
-        assert!(eval("nope == 1", &calls).is_err());
+        assert_eq!(eval("nope == 1", &calls), Err("unknown identifier `nope`".to_owned()));
     }
 
     #[test]
     fn shared_across_threads() {
-        let e = Arc::new(Expression::compile("calls.size() == 0 && answer == \"x\"").unwrap());
+        let e = Arc::new(Expression::compile("calls.size() == 0 && answer == \"x\"", 100).unwrap());
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let e = Arc::clone(&e);
-                std::thread::spawn(move || e.evaluate(&[], "x", &HashMap::new()))
+                std::thread::spawn(move || {
+                    e.evaluate(&[], "x", &HashMap::new(), &Work::new(u64::MAX, None))
+                })
             })
             .collect();
         for h in handles {
             assert_eq!(h.join().unwrap(), Ok(true));
+        }
+    }
+
+    fn calls_n(n: usize) -> Vec<(&'static str, Option<&'static str>, &'static str, bool)> {
+        (0..n).map(|_| ("a", Some("{}"), "", false)).collect()
+    }
+
+    #[test]
+    fn cost_limit_stops_nested_loops_deterministically() {
+        let calls = calls_n(100);
+        let src = "calls.all(a, calls.all(b, calls.all(c, a.position + b.position > 0)))";
+        let parsed: Vec<Option<Value>> = vec![None; 100];
+        let view: Vec<ExprCall<'_>> = calls
+            .iter()
+            .zip(&parsed)
+            .enumerate()
+            .map(|(i, (c, a))| ExprCall {
+                name: c.0,
+                args: a.as_ref(),
+                result: c.2,
+                error: c.3,
+                position: i as u32 + 1,
+            })
+            .collect();
+        let e = Expression::compile(src, 1_000_000).expect("compiles");
+        let started = std::time::Instant::now();
+        let mut used = Vec::new();
+        for _ in 0..3 {
+            let work = Work::new(u64::MAX, None);
+            let got = e.evaluate(&view, "", &HashMap::new(), &work);
+            assert_eq!(got, Err("cost limit of 1000000 exceeded".to_owned()));
+            used.push(work.used());
+        }
+        assert!(used.iter().all(|&u| u == used[0]) && used[0] > 1_000_000, "{used:?}");
+        assert!(started.elapsed().as_secs() < 20, "took {:?}", started.elapsed());
+        // Within the limit the same expression is graded.
+        let small = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", 1_000_000)
+            .expect("compiles");
+        assert_eq!(
+            small.evaluate(&view, "", &HashMap::new(), &Work::new(u64::MAX, None)),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn cost_counts_calls_and_iterations() {
+        let units = |src: &str, n: usize| {
+            let calls = calls_n(n);
+            let view: Vec<ExprCall<'_>> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ExprCall {
+                    name: c.0,
+                    args: None,
+                    result: c.2,
+                    error: c.3,
+                    position: i as u32 + 1,
+                })
+                .collect();
+            let work = Work::new(u64::MAX, None);
+            let e = Expression::compile(src, 1_000_000).expect("compiles");
+            let got = e.evaluate(&view, "", &HashMap::new(), &work);
+            (got, work.used())
+        };
+        // `_==_` and `size()`: two calls.
+        assert_eq!(units("calls.size() == 3", 3), (Ok(true), 2));
+        // Three iterations of one call (`_>_`) each, plus their unit each.
+        assert_eq!(units("calls.all(c, c.position > 0)", 3), (Ok(true), 6));
+        assert_eq!(units("calls.map(c, c.position).size() == 3", 3), (Ok(true), 5));
+        assert_eq!(units("calls.filter(c, c.position > 1).size() == 2", 3), (Ok(true), 8));
+        assert_eq!(units("calls.exists_one(c, c.position == 2)", 3).0, Ok(true));
+        assert_eq!(units("calls.exists(c, c.position == 2)", 3).0, Ok(true));
+    }
+
+    #[test]
+    fn the_work_meter_stops_an_evaluation() {
+        let e = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", u64::MAX)
+            .expect("compiles");
+        let calls: Vec<ExprCall<'_>> = (0..1000)
+            .map(|i| ExprCall { name: "a", args: None, result: "", error: false, position: i + 1 })
+            .collect();
+        let work = Work::new(5_000, None);
+        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert_eq!(work.stopped(), Some(crate::work::Stop::WorkLimit));
+        let flag = crate::work::CancelFlag::new();
+        flag.cancel();
+        let work = Work::new(u64::MAX, Some(flag));
+        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert_eq!(work.stopped(), Some(crate::work::Stop::Cancelled));
+    }
+
+    #[test]
+    fn unknown_names_and_deep_nesting_are_compile_errors() {
+        let err = |src: &str| Expression::compile(src, 10).expect_err(src);
+        assert_eq!(err("json(answer) == 1"), "unknown function `json`");
+        assert_eq!(err("foo.bar == 1"), "unknown identifier `foo`");
+        assert_eq!(err("answer.frobnicate()"), "unknown method `frobnicate`");
+        assert_eq!(err("calls.exists(c, d.name == 'x')"), "unknown identifier `d`");
+        assert!(err("calls.all(a, calls.all(b, calls.all(c, calls.all(d, calls.all(e, true)))))")
+            .contains("nest more than 4 deep"));
+        for ok in [
+            "calls.all(a, calls.all(b, calls.all(c, calls.all(d, true))))",
+            "type(answer) == string && int('3') == 3 && double(1) == 1.0",
+            "calls.map(c, c.name).exists(n, n == 'a') || size(answer) >= 0",
+            "answer.matches('^a') || answer.endsWith('x') || 'a' in ['a']",
+            "has(metadata.env) || metadata.size() == 0",
+        ] {
+            assert!(Expression::compile(ok, 10).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn the_deepest_tree_accepted_evaluates_on_a_small_stack() {
+        // Just within MAX_TREE_DEPTH: a chain of additions, on a 2 MiB thread (rayon's default).
+        let src = format!("1{} > 0", " + 1".repeat(MAX_TREE_DEPTH - 3));
+        let e = Expression::compile(&src, 1_000_000).expect("compiles");
+        let got = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || e.evaluate(&[], "", &HashMap::new(), &Work::new(u64::MAX, None)))
+            .expect("spawns")
+            .join()
+            .expect("no overflow");
+        assert_eq!(got, Ok(true));
+        let deeper = format!("1{} > 0", " + 1".repeat(MAX_TREE_DEPTH));
+        assert!(Expression::compile(&deeper, 10)
+            .expect_err("too deep")
+            .contains("the limit is 200"));
+    }
+
+    #[test]
+    fn inputs_that_panicked_the_parser_are_errors() {
+        let long = format!("answer == '{}' ||", "a".repeat(70_000));
+        assert!(Expression::compile(&long, 10).expect_err("long").contains("the limit is 65535"));
+        let past_column = format!("{}1 +", " ".repeat(65_530));
+        assert!(Expression::compile(&past_column, 10).is_err());
+        let nested = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(Expression::compile(&nested, 10).is_err());
+        let nested = format!("{}1{}", "(".repeat(30_000), ")".repeat(30_000));
+        assert_eq!(
+            Expression::compile(&nested, 10).expect_err("nested"),
+            "brackets nest 30000 deep; the limit is 64"
+        );
+        for deep in [
+            format!("{}1{}", "[".repeat(60), "]".repeat(60)),
+            format!("{}true", "!".repeat(10_000)),
+            format!("{}1", "-".repeat(10_000)),
+            format!("answer{}", ".a".repeat(32_760)),
+            format!("1{}", " + 1".repeat(16_380)),
+            format!("1{}", "+1".repeat(32_760)),
+            format!("answer{}", ".size()".repeat(9_300)),
+            format!("[{}]", "1,".repeat(32_000)),
+            format!("calls{}", "[0]".repeat(21_000)),
+            format!("{}1", "(".repeat(64)),
+            format!("{}1", "[".repeat(64)),
+        ] {
+            // Any answer but a panic or an overflow.
+            let _ = Expression::compile(&deep, 10);
         }
     }
 }

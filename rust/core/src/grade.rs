@@ -5,6 +5,7 @@ use crate::limits::Limits;
 use crate::proto::v1::{AssertionResult, AssertionStatus, GradeResult, Severity, Trace, Verdict};
 use crate::suite::CompiledSuite;
 use crate::trace::TraceView;
+use crate::work::Stop;
 
 /// One assertion ready to run: resolved name and severity, plus its compiled kind.
 #[derive(Debug)]
@@ -105,31 +106,56 @@ pub fn grade(
     assertions: &[CompiledAssertion],
     trace: &Trace,
     limits: &Limits,
-) -> GradeResult {
+) -> Result<GradeResult, Stop> {
     grade_view(suite, assertions, &TraceView::new(trace, limits))
 }
 
-/// Grades a trace view against the compiled assertions of `suite`.
+/// Runs every assertion on `view` in suite order, each after its base unit of work; `Err` as
+/// soon as the work meter says stop (never a partial result).
+fn run_all<T>(
+    assertions: &[CompiledAssertion],
+    view: &TraceView<'_>,
+    run: impl Fn(&CompiledAssertion) -> T,
+) -> Result<Vec<T>, Stop> {
+    let mut out = Vec::with_capacity(assertions.len());
+    for a in assertions {
+        let r = if view.work().spend(assertion_units(view)) { Some(run(a)) } else { None };
+        if let Some(stop) = view.work().stopped() {
+            return Err(stop);
+        }
+        out.extend(r);
+    }
+    Ok(out)
+}
+
+/// The base cost of one assertion on one trace: one unit, plus one per call (the scan most
+/// kinds make); kinds that do more spend the rest themselves.
+fn assertion_units(view: &TraceView<'_>) -> u64 {
+    1 + view.len() as u64
+}
+
+/// Grades a trace view against the compiled assertions of `suite`; `Err` when the work meter
+/// stopped it (work limit or cancellation).
 pub fn grade_view(
     suite: &CompiledSuite,
     assertions: &[CompiledAssertion],
     view: &TraceView<'_>,
-) -> GradeResult {
-    let results: Vec<AssertionResult> = assertions.iter().map(|a| a.run(view)).collect();
+) -> Result<GradeResult, Stop> {
+    let results: Vec<AssertionResult> = run_all(assertions, view, |a| a.run(view))?;
     let (verdict, score, soft_failures) = summary(results.iter().map(|r| {
         (
             r.status == AssertionStatus::Pass as i32,
             Severity::try_from(r.severity).unwrap_or_default(),
         )
     }));
-    GradeResult {
+    Ok(GradeResult {
         trace_id: view.id().to_owned(),
         suite_id: suite.id().to_owned(),
         verdict: verdict as i32,
         score,
         soft_failures,
         results,
-    }
+    })
 }
 
 /// Grades a trace view and writes the serialized `TraceOutcome { result }` directly: the same
@@ -138,9 +164,9 @@ pub fn grade_view_encoded(
     suite: &CompiledSuite,
     assertions: &[CompiledAssertion],
     view: &TraceView<'_>,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, Stop> {
     use crate::wire::{str_field_len, varint_field_len, varint_len, Writer};
-    let ran: Vec<Ran> = assertions.iter().map(|a| a.evaluate(view)).collect();
+    let ran: Vec<Ran> = run_all(assertions, view, |a| a.evaluate(view))?;
     let (verdict, score, soft_failures) =
         summary(ran.iter().zip(assertions).map(|(r, a)| (r.pass, a.severity)));
     // Lengths first (each AssertionResult, then the GradeResult), then one exact-size write.
@@ -188,5 +214,5 @@ pub fn grade_view_encoded(
             }
         }
     }
-    w.buf
+    Ok(w.buf)
 }

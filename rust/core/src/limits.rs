@@ -25,6 +25,9 @@ pub struct Limits {
     /// Work units one trace's grading may spend (see `work.rs`); more is `WORK_LIMIT_EXCEEDED`
     /// for that trace.
     pub max_work_units: u64,
+    /// Cost units one CEL evaluation may spend (one per comprehension iteration and per
+    /// function call, default 1 000 000); more is `EXPRESSION_ERROR` "cost limit of N exceeded".
+    pub expression_cost_limit: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +43,7 @@ impl Default for Limits {
             suite_cache_size: 1_024,
             max_batch_items: 10_000,
             max_work_units: 50_000_000,
+            expression_cost_limit: 1_000_000,
         }
     }
 }

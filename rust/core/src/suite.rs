@@ -8,6 +8,7 @@ use crate::grade::{self, CompiledAssertion};
 use crate::limits::Limits;
 use crate::proto::v1::{GradeResult, Suite, Trace};
 use crate::trace::{wire_decode, Decoded, TraceView};
+use crate::work::Stop;
 
 /// Collects suite problems in suite order while compiling.
 pub struct Compiler<'l> {
@@ -66,7 +67,9 @@ impl CompiledSuite {
         }
         let mut compiled = Vec::with_capacity(suite.assertions.len());
         for (i, a) in suite.assertions.iter().enumerate() {
-            if let Some(ca) = assertions::compile(a, &format!("assertions[{i}]"), &mut c) {
+            let path = format!("assertions[{i}]");
+            assertions::enums::check(a, &path, &mut c);
+            if let Some(ca) = assertions::compile(a, &path, &mut c) {
                 compiled.push(ca);
             }
         }
@@ -85,18 +88,21 @@ impl CompiledSuite {
         &self.suite
     }
 
-    /// Grades a decoded trace (limits on arguments apply: depth makes `ARGS_INVALID_JSON`).
-    pub fn grade(&self, trace: &Trace, limits: &Limits) -> GradeResult {
+    /// Grades a decoded trace (limits on arguments apply: depth makes `ARGS_INVALID_JSON`);
+    /// `Err` is `WORK_LIMIT_EXCEEDED` at field `trace`.
+    pub fn grade(&self, trace: &Trace, limits: &Limits) -> Result<GradeResult, CoreError> {
         grade::grade(self, &self.assertions, trace, limits)
+            .map_err(|stop| stop.error(limits.max_work_units, "trace".to_owned()))
     }
 
-    /// Grades a trace view (see `TraceView::new` and `TraceView::from_parts`).
-    pub fn grade_view(&self, view: &TraceView<'_>) -> GradeResult {
+    /// Grades a trace view (see `TraceView::new` and `TraceView::from_parts`); `Err` when its
+    /// work meter stopped the grading (see [`Stop::error`]).
+    pub fn grade_view(&self, view: &TraceView<'_>) -> Result<GradeResult, Stop> {
         grade::grade_view(self, &self.assertions, view)
     }
 
     /// Grades a trace view into a serialized `TraceOutcome` holding the result.
-    pub fn grade_view_encoded(&self, view: &TraceView<'_>) -> Vec<u8> {
+    pub fn grade_view_encoded(&self, view: &TraceView<'_>) -> Result<Vec<u8>, Stop> {
         grade::grade_view_encoded(self, &self.assertions, view)
     }
 
@@ -107,8 +113,10 @@ impl CompiledSuite {
         limits: &Limits,
     ) -> Result<GradeResult, CoreError> {
         match wire_decode(trace_bytes, limits, "trace")? {
-            Decoded::Parts(parts) => Ok(self.grade_view(&TraceView::from_parts(parts, limits))),
-            Decoded::Owned(trace) => Ok(self.grade(&trace, limits)),
+            Decoded::Parts(parts) => self
+                .grade_view(&TraceView::from_parts(parts, limits))
+                .map_err(|stop| stop.error(limits.max_work_units, "trace".to_owned())),
+            Decoded::Owned(trace) => self.grade(&trace, limits),
         }
     }
 }

@@ -10,6 +10,8 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::error::CoreError;
+
 /// Why a grading stopped early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {
@@ -17,6 +19,21 @@ pub enum Stop {
     WorkLimit,
     /// The request was cancelled or its deadline passed.
     Cancelled,
+}
+
+impl Stop {
+    /// The trace's item error: `WORK_LIMIT_EXCEEDED` (a limit, the same on every run) or
+    /// `CANCELLED`; `field` is the trace's path in the request (`traces[3]`, `trace`, ...).
+    pub fn error(self, limit: u64, field: String) -> CoreError {
+        match self {
+            Stop::WorkLimit => CoreError::limit(
+                "WORK_LIMIT_EXCEEDED",
+                field,
+                format!("grading needed more than {limit} work units (limit max_work_units)"),
+            ),
+            Stop::Cancelled => CoreError::Cancelled(field),
+        }
+    }
 }
 
 /// A shared cancellation flag: set it once and every grading that holds it stops at its next
@@ -83,6 +100,11 @@ impl Work {
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// The request's cancellation flag, for loops that meter themselves (CEL evaluation).
+    pub fn cancel_flag(&self) -> Option<&CancelFlag> {
+        self.cancel.as_ref()
     }
 }
 

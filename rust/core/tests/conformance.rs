@@ -33,7 +33,7 @@ fn run_case(case: &Json) -> Result<(), String> {
     let compiled = compiled.map_err(|e| format!("suite rejected: {e}"))?;
     let trace: Trace = serde_json::from_value(case["trace"].clone())
         .map_err(|e| format!("trace does not decode: {e}"))?;
-    let got = compiled.grade(&trace, &limits);
+    let got = compiled.grade(&trace, &limits).map_err(|e| format!("not graded: {e}"))?;
     compare(expect, &got)
 }
 

@@ -28,6 +28,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("canonical_text", canonical_text),
     ("grade", grade),
     ("json_trace", json_trace),
+    ("expression", expression),
 ];
 
 fn grader(threads: usize) -> &'static Grader {
@@ -596,4 +597,39 @@ pub fn json_trace(data: &[u8]) {
     let outs = grader(1).grade_json_traces(fixed_suite(), &[data]);
     assert_eq!(outs.len(), 1);
     outcome(&outs[0]);
+}
+
+/// `expression`: arbitrary text as a CEL expression (`expression.expr`). Compiling never panics
+/// and gives the same answer twice; a compiled expression evaluates, on a small fixed trace,
+/// without panicking, within its cost limit, to the same answer and units on every run.
+pub fn expression(data: &[u8]) {
+    use trajgrade_core::expr::{ExprCall, Expression as Cel};
+    use trajgrade_core::work::Work;
+    let source = String::from_utf8_lossy(data);
+    let first = Cel::compile(&source, 20_000);
+    let again = Cel::compile(&source, 20_000);
+    let Ok(e) = first else {
+        assert_eq!(first.err(), again.err(), "compile errors differ between runs");
+        return;
+    };
+    assert!(again.is_ok(), "compiles once but not twice");
+    let args = parse(r#"{"a":1,"b":[1,2,{"c":"x"}],"d":null}"#, 16).expect("fixed args parse");
+    let calls: Vec<ExprCall<'_>> = (0..4)
+        .map(|i| ExprCall {
+            name: ["a", "b", "a", "c"][i],
+            args: (i % 2 == 0).then_some(&args),
+            result: "{\"ok\":true}",
+            error: i == 3,
+            position: i as u32 + 1,
+        })
+        .collect();
+    let metadata = std::collections::HashMap::from([("env".to_owned(), "prod".to_owned())]);
+    let run = || {
+        let work = Work::new(1_000_000, None);
+        let got = e.evaluate(&calls, "the answer", &metadata, &work);
+        (got, work.used())
+    };
+    let (got, used) = run();
+    assert!(used <= 20_001, "spent {used} units past the cost limit of 20000");
+    assert_eq!((got, used), run(), "evaluation differs between runs");
 }

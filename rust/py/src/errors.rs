@@ -37,6 +37,12 @@ create_exception!(
 );
 create_exception!(
     trajgrade._core,
+    CancelledError,
+    TrajgradeError,
+    "The grading was cancelled (a `CancelToken` was cancelled: the caller left or its deadline passed)."
+);
+create_exception!(
+    trajgrade._core,
     InternalError,
     TrajgradeError,
     "A bug in trajgrade; the message is generic."
@@ -78,6 +84,7 @@ pub fn to_exception<'py>(py: Python<'py>, e: &CoreError) -> PyResult<Bound<'py, 
         CoreError::InvalidRequest { .. } => (py.get_type::<InvalidRequestError>(), e.message()),
         CoreError::LimitExceeded { .. } => (py.get_type::<LimitExceededError>(), e.message()),
         CoreError::SuiteNotFound(_) => (py.get_type::<SuiteNotFoundError>(), e.to_string()),
+        CoreError::Cancelled(_) => (py.get_type::<CancelledError>(), e.message()),
         // Details of a bug stay out of the exception text (SPEC §7: generic message).
         CoreError::Internal(_) => (py.get_type::<InternalError>(), "internal error".to_owned()),
     };

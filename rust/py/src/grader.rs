@@ -9,6 +9,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use trajgrade_core::arrow_cols::{ArrowTraces, RawArray, RawTraces};
 use trajgrade_core::proto::v1::Trace;
+use trajgrade_core::work::CancelFlag;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
 use crate::detach::run_detached;
@@ -28,6 +29,8 @@ pub struct PyLimits {
     max_suite_bytes: usize,
     suite_cache_size: usize,
     max_batch_items: usize,
+    max_work_units: u64,
+    expression_cost_limit: u64,
 }
 
 impl PyLimits {
@@ -42,7 +45,8 @@ impl PyLimits {
             max_suite_bytes: self.max_suite_bytes,
             suite_cache_size: self.suite_cache_size,
             max_batch_items: self.max_batch_items,
-            ..Limits::default()
+            max_work_units: self.max_work_units,
+            expression_cost_limit: self.expression_cost_limit,
         }
     }
 
@@ -57,6 +61,8 @@ impl PyLimits {
             max_suite_bytes: l.max_suite_bytes,
             suite_cache_size: l.suite_cache_size,
             max_batch_items: l.max_batch_items,
+            max_work_units: l.max_work_units,
+            expression_cost_limit: l.expression_cost_limit,
         }
     }
 }
@@ -75,6 +81,8 @@ impl PyLimits {
         max_suite_bytes = None,
         suite_cache_size = None,
         max_batch_items = None,
+        max_work_units = None,
+        expression_cost_limit = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -87,6 +95,8 @@ impl PyLimits {
         max_suite_bytes: Option<usize>,
         suite_cache_size: Option<usize>,
         max_batch_items: Option<usize>,
+        max_work_units: Option<u64>,
+        expression_cost_limit: Option<u64>,
     ) -> Self {
         let d = Limits::default();
         PyLimits {
@@ -100,6 +110,8 @@ impl PyLimits {
             max_suite_bytes: max_suite_bytes.unwrap_or(d.max_suite_bytes),
             suite_cache_size: suite_cache_size.unwrap_or(d.suite_cache_size),
             max_batch_items: max_batch_items.unwrap_or(d.max_batch_items),
+            max_work_units: max_work_units.unwrap_or(d.max_work_units),
+            expression_cost_limit: expression_cost_limit.unwrap_or(d.expression_cost_limit),
         }
     }
 
@@ -107,7 +119,8 @@ impl PyLimits {
         format!(
             "Limits(max_trace_bytes={}, max_calls_per_trace={}, max_argument_bytes={}, \
              max_json_depth={}, max_regex_bytes={}, max_assertions_per_suite={}, \
-             max_suite_bytes={}, suite_cache_size={}, max_batch_items={})",
+             max_suite_bytes={}, suite_cache_size={}, max_batch_items={}, max_work_units={}, \
+             expression_cost_limit={})",
             self.max_trace_bytes,
             self.max_calls_per_trace,
             self.max_argument_bytes,
@@ -117,8 +130,41 @@ impl PyLimits {
             self.max_suite_bytes,
             self.suite_cache_size,
             self.max_batch_items,
+            self.max_work_units,
+            self.expression_cost_limit,
         )
     }
+}
+
+/// A request's cancellation: `cancel()` makes every grading given this token stop at its next
+/// unit of work (its traces end as `CANCELLED`); thread-safe, cancelled once for good.
+#[pyclass(frozen, name = "CancelToken", module = "trajgrade._core")]
+#[derive(Default)]
+pub struct PyCancelToken(CancelFlag);
+
+#[pymethods]
+impl PyCancelToken {
+    #[new]
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn cancel(&self) {
+        self.0.cancel();
+    }
+
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CancelToken(cancelled={})", self.0.is_cancelled())
+    }
+}
+
+fn flag(token: Option<&Bound<'_, PyCancelToken>>) -> Option<CancelFlag> {
+    token.map(|t| t.get().0.clone())
 }
 
 fn bytes_list<'py>(py: Python<'py>, items: &[Vec<u8>]) -> Vec<Bound<'py, PyBytes>> {
@@ -315,14 +361,19 @@ impl PyGrader {
         self.inner.get_suite(suite_id).map(|s| self.wrap(s))
     }
 
-    /// Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or that item's error.
+    /// Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or that item's error;
+    /// item `i` stops once `cancels[i]` is cancelled (`CancelledError`).
+    #[pyo3(signature = (requests, cancels = None))]
     fn grade_requests<'py>(
         &self,
         py: Python<'py>,
         requests: Vec<PyBackedBytes>,
+        cancels: Option<Vec<Option<Bound<'py, PyCancelToken>>>>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let grader = Arc::clone(&self.inner);
-        let out = run_detached(py, move || grader.grade_requests(&borrow(&requests)))?;
+        let flags: Vec<Option<CancelFlag>> =
+            cancels.unwrap_or_default().iter().map(|t| flag(t.as_ref())).collect();
+        let out = run_detached(py, move || grader.grade_requests_with(&borrow(&requests), &flags))?;
         out.into_iter()
             .map(|item| match item {
                 Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any()),
@@ -331,26 +382,39 @@ impl PyGrader {
             .collect()
     }
 
-    /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`.
+    /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
+    /// `cancel` is cancelled, the traces not yet graded end as `CANCELLED` item errors.
+    #[pyo3(signature = (request, cancel = None))]
     fn grade_batch_request<'py>(
         &self,
         py: Python<'py>,
         request: PyBackedBytes,
+        cancel: Option<&Bound<'py, PyCancelToken>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let grader = Arc::clone(&self.inner);
+        let cancel = flag(cancel);
         let out =
-            run_detached(py, move || grader.grade_batch_request(&request))?.map_err(PyCoreError)?;
+            run_detached(py, move || grader.grade_batch_request_with(&request, cancel.as_ref()))?
+                .map_err(PyCoreError)?;
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Serialized `Trace`s against one compiled suite → one serialized `TraceOutcome` each.
+    /// Serialized `Trace`s against one compiled suite → one serialized `TraceOutcome` each;
+    /// once `cancel` is cancelled, the traces not yet graded end as `CANCELLED` item errors.
+    #[pyo3(signature = (suite, traces, cancel = None))]
     fn grade_traces<'py>(
         &self,
         py: Python<'py>,
         suite: &Bound<'py, PyCompiledSuite>,
         traces: Vec<PyBackedBytes>,
+        cancel: Option<&Bound<'py, PyCancelToken>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        self.per_suite(py, suite, traces, Grader::grade_traces)
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let cancel = flag(cancel);
+        let out = run_detached(py, move || {
+            grader.grade_traces_with(&suite, &borrow(&traces), cancel.as_ref())
+        })?;
+        Ok(bytes_list(py, &out))
     }
 
     /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized

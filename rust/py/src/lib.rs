@@ -16,7 +16,7 @@ mod _core {
     use crate::errors;
 
     #[pymodule_export]
-    use crate::grader::{PyCompiledSuite, PyGrader, PyLimits};
+    use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
     use crate::jsonl::{split_jsonl, PyBlockMark, PyJsonlBlock};
 
@@ -30,6 +30,7 @@ mod _core {
         m.add("InvalidRequestError", py.get_type::<errors::InvalidRequestError>())?;
         m.add("LimitExceededError", py.get_type::<errors::LimitExceededError>())?;
         m.add("SuiteNotFoundError", py.get_type::<errors::SuiteNotFoundError>())?;
+        m.add("CancelledError", py.get_type::<errors::CancelledError>())?;
         m.add("InternalError", py.get_type::<errors::InternalError>())?;
         errors::add_defaults(py)?;
         Ok(())

@@ -25,7 +25,7 @@ impl ExpressionCheck {
             c.problem(format!("{path}.expr"), "expr is required");
             return None;
         }
-        match Expression::compile(&m.expr) {
+        match Expression::compile(&m.expr, c.limits.expression_cost_limit) {
             Ok(program) => Some(ExpressionCheck { source: m.expr.clone(), program }),
             Err(e) => {
                 c.problem(format!("{path}.expr"), e);
@@ -54,7 +54,7 @@ impl Check for ExpressionCheck {
             .collect();
         let metadata: HashMap<String, String> =
             t.metadata().iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect();
-        match self.program.evaluate(&calls, t.final_answer(), &metadata) {
+        match self.program.evaluate(&calls, t.final_answer(), &metadata, t.work()) {
             Ok(true) => Outcome::pass(vec![]),
             Ok(false) => Outcome::fail(
                 Reason::ExpressionFalse,

@@ -122,6 +122,10 @@ impl Check for Grounding {
         let ev = self.evidence(t, !stated.is_empty());
         let mut missing: Vec<String> = Vec::new();
         for v in stated {
+            // One unit per piece of evidence searched for the value.
+            if !t.work().spend((ev.raw.len() + ev.strings.len()) as u64) {
+                break;
+            }
             let found = ev.raw.iter().any(|r| r.contains(v.as_str()))
                 || ev.strings.iter().any(|s| s.contains(v.as_str()));
             if !found {
@@ -173,7 +177,7 @@ mod tests {
             ..Trace::default()
         };
         let s = suite(assertion).expect("compiles");
-        s.grade(&trace, &Limits::default()).results.remove(0).reason_code
+        s.grade(&trace, &Limits::default()).expect("graded").results.remove(0).reason_code
     }
 
     #[test]

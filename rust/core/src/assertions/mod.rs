@@ -6,6 +6,7 @@ use crate::suite::Compiler;
 use crate::trace::TraceView;
 
 pub mod efficiency;
+pub mod enums;
 pub mod expression;
 pub mod grounding;
 pub mod no_repeat;
@@ -207,7 +208,7 @@ pub(crate) mod testing {
             ..Trace::default()
         };
         let s = suite(assertion).expect("test suite compiles");
-        let mut r = s.grade(&trace, &Limits::default());
+        let mut r = s.grade(&trace, &Limits::default()).expect("graded");
         r.results.remove(0)
     }
 

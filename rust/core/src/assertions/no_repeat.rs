@@ -91,6 +91,10 @@ impl Check for NoRepeat {
 fn identical_groups(t: &TraceView<'_>, candidates: &[usize]) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for &i in candidates {
+        // One unit per group compared against (a deep comparison each).
+        if !t.work().spend(groups.len() as u64 + 1) {
+            break;
+        }
         let Args::Parsed(v) = t.args(i) else { continue };
         let same =
             groups.iter_mut().find(|g| matches!(t.args(g[0]), Args::Parsed(first) if first == v));

@@ -1,0 +1,43 @@
+"""Deadlines and cancellation reach the core: one CancelToken per RPC, cancelled when the
+caller goes away or the deadline passes, so a grading in progress stops within milliseconds
+and its thread serves the next caller (the core checks the token at every unit of work)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from trajgrade import _core
+from trajgrade.server.status import DeadlinePassedError
+
+
+@contextlib.contextmanager
+def cancellation(context: Any) -> Iterator[_core.CancelToken]:
+    """A token for the RPC of ``context`` (a grpc.aio.ServicerContext).
+
+    It is cancelled when the RPC's deadline passes (a timer on the event loop), when the RPC
+    ends for any reason (its done callback: the client cancelled, the connection dropped), or
+    when the handler leaves this block with an exception (its task was cancelled). The core's
+    ``CancelledError`` for a call whose deadline has passed becomes DEADLINE_EXCEEDED.
+    """
+    token = _core.CancelToken()
+    remaining = context.time_remaining()
+    timer = None
+    if remaining is not None:
+        timer = asyncio.get_running_loop().call_later(max(remaining, 0.0), token.cancel)
+    context.add_done_callback(lambda _context: token.cancel())
+    try:
+        yield token
+    except _core.CancelledError as exc:
+        left = context.time_remaining()
+        if left is not None and left <= 0:
+            raise DeadlinePassedError("the deadline passed while the request was graded") from exc
+        raise
+    except BaseException:
+        token.cancel()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
