@@ -1,9 +1,11 @@
 //! `tool_sequence`: steps found in order (greedy scan), exactly, or in any order (maximum matching).
+use prost::Message;
+
 use super::{pos, Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
 use crate::glob::Glob;
-use crate::matching;
+use crate::matching::{self, Edges, Lefts};
 use crate::proto::v1::{SequenceMode, ToolSequence};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -24,7 +26,42 @@ impl Step {
 #[derive(Debug)]
 pub struct Sequence {
     steps: Vec<Step>,
+    /// Classes of identical steps (same tool or glob and the same `match`) for the matching.
+    lefts: Lefts,
+    /// Whether some step compares arguments (else calls are matched by name alone).
+    compares_args: bool,
     mode: SequenceMode,
+}
+
+/// The matching problem of `ANY_ORDER`: steps against the trace's calls.
+struct Problem<'s, 't, 'a> {
+    sequence: &'s Sequence,
+    t: &'t TraceView<'a>,
+}
+
+impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
+    type Key = (&'a str, Option<&'a str>);
+
+    fn n_right(&self) -> usize {
+        self.t.len()
+    }
+
+    fn key(&self, r: usize) -> Self::Key {
+        let call = &self.t.calls()[r];
+        (call.name, call.arguments_json.filter(|_| self.sequence.compares_args))
+    }
+
+    fn name(&self, r: usize) -> &'a str {
+        self.t.calls()[r].name
+    }
+
+    fn name_ok(&self, class: usize, name: &str) -> bool {
+        self.sequence.class_step(class).name.is_match(name)
+    }
+
+    fn is_edge(&self, class: usize, r: usize) -> bool {
+        self.sequence.class_step(class).matches(self.t, r)
+    }
 }
 
 impl Sequence {
@@ -67,7 +104,20 @@ impl Sequence {
             }
         }
         let mode = SequenceMode::try_from(m.mode).unwrap_or(SequenceMode::Unspecified);
-        (c.problem_count() == before).then_some(Sequence { steps, mode })
+        if c.problem_count() != before {
+            return None;
+        }
+        let lefts = Lefts::new(m.steps.iter().map(|s| {
+            (&s.tool, &s.glob, s.ignore_case, s.r#match.as_ref().map(Message::encode_to_vec))
+        }));
+        let compares_args = steps
+            .iter()
+            .any(|s| s.args.as_ref().is_some_and(|a| !matches!(a, ArgsMatcher::Ignore)));
+        Some(Sequence { steps, lefts, compares_args, mode })
+    }
+
+    fn class_step(&self, class: usize) -> &Step {
+        &self.steps[self.lefts.first[class]]
     }
 
     fn in_order(&self, t: &TraceView<'_>) -> Outcome {
@@ -140,12 +190,15 @@ impl Sequence {
     }
 
     fn any_order(&self, t: &TraceView<'_>) -> Outcome {
-        let adj: Vec<Vec<usize>> = self
-            .steps
-            .iter()
-            .map(|s| (0..t.len()).filter(|&i| s.matches(t, i)).collect())
-            .collect();
-        let assigned = matching::canonical(&adj, t.len());
+        let problem = Problem { sequence: self, t };
+        let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
+            // Stopped by the work meter: the grading loop reports the trace's error instead.
+            return Outcome::fail(
+                Reason::SequenceIncomplete,
+                "stopped: work limit or cancellation".into(),
+                vec![],
+            );
+        };
         match assigned.iter().position(Option::is_none) {
             None => Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect()),
             Some(k) => {

@@ -8,7 +8,7 @@ use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
 use crate::json::Value;
-use crate::matching;
+use crate::matching::{self, Edges, Lefts};
 use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -28,7 +28,42 @@ impl RefCall {
 #[derive(Debug)]
 pub struct Trajectory {
     reference: Vec<RefCall>,
+    /// Classes of identical reference calls (same name and arguments) for the matching.
+    lefts: Lefts,
+    /// Whether some reference call compares arguments (else calls are matched by name alone).
+    compares_args: bool,
     mode: TrajectoryMode,
+}
+
+/// The matching problem of a trajectory: reference calls against the trace's calls.
+struct Problem<'s, 't, 'a> {
+    trajectory: &'s Trajectory,
+    t: &'t TraceView<'a>,
+}
+
+impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
+    type Key = (&'a str, Option<&'a str>);
+
+    fn n_right(&self) -> usize {
+        self.t.len()
+    }
+
+    fn key(&self, r: usize) -> Self::Key {
+        let call = &self.t.calls()[r];
+        (call.name, call.arguments_json.filter(|_| self.trajectory.compares_args))
+    }
+
+    fn name(&self, r: usize) -> &'a str {
+        self.t.calls()[r].name
+    }
+
+    fn name_ok(&self, class: usize, name: &str) -> bool {
+        self.trajectory.class_ref(class).name == name
+    }
+
+    fn is_edge(&self, class: usize, r: usize) -> bool {
+        self.trajectory.class_ref(class).matches(self.t, r)
+    }
 }
 
 struct Override {
@@ -111,7 +146,17 @@ impl Trajectory {
         }
         c.absorb(later);
         let mode = TrajectoryMode::try_from(m.mode).unwrap_or(TrajectoryMode::Unspecified);
-        (c.problem_count() == before).then_some(Trajectory { reference, mode })
+        if c.problem_count() != before {
+            return None;
+        }
+        // Same name (so the same override) and the same argument text: the same matcher.
+        let lefts = Lefts::new(m.reference.iter().map(|r| (&r.name, &r.arguments_json)));
+        let compares_args = reference.iter().any(|r| !matches!(r.args, ArgsMatcher::Ignore));
+        Some(Trajectory { reference, lefts, compares_args, mode })
+    }
+
+    fn class_ref(&self, class: usize) -> &RefCall {
+        &self.reference[self.lefts.first[class]]
     }
 
     fn strict(&self, t: &TraceView<'_>) -> Outcome {
@@ -147,7 +192,11 @@ impl Trajectory {
         let Some(k) = missing else {
             return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
         };
-        let unmatched: Vec<u32> = (0..t.len()).filter(|i| !used.contains(i)).map(pos).collect();
+        let mut taken = vec![false; t.len()];
+        for &i in &used {
+            taken[i] = true;
+        }
+        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
         Outcome::fail(
             Reason::TrajectoryMismatch,
             format!(
@@ -161,12 +210,10 @@ impl Trajectory {
     }
 
     fn matched(&self, t: &TraceView<'_>) -> Outcome {
-        let adj: Vec<Vec<usize>> = self
-            .reference
-            .iter()
-            .map(|r| (0..t.len()).filter(|&i| r.matches(t, i)).collect())
-            .collect();
-        let assigned = matching::canonical(&adj, t.len());
+        let problem = Problem { trajectory: self, t };
+        let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
+            return stopped();
+        };
         let size = assigned.iter().flatten().count();
         let (need_refs, need_calls) = match self.mode {
             TrajectoryMode::Superset => (true, false),
@@ -207,6 +254,12 @@ impl Trajectory {
         };
         Outcome::fail(Reason::TrajectoryMismatch, format!("{mode}: {}", why.join("; ")), unmatched)
     }
+}
+
+/// The outcome of a matching the work meter stopped (the grading loop reports the trace's
+/// error instead).
+fn stopped() -> Outcome {
+    Outcome::fail(Reason::TrajectoryMismatch, "stopped: work limit or cancellation".into(), vec![])
 }
 
 impl Check for Trajectory {
