@@ -5,7 +5,7 @@ use super::{pos, Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
 use crate::glob::Glob;
-use crate::matching::{self, Edges, Lefts};
+use crate::matching::{self, Edges, Lefts, Meter};
 use crate::proto::v1::{SequenceMode, ToolSequence};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -14,6 +14,8 @@ use crate::trace::TraceView;
 struct Step {
     name: Glob,
     shown: String,
+    /// The tool name when the step names one, case-sensitively.
+    exact: Option<String>,
     args: Option<ArgsMatcher>,
 }
 
@@ -59,6 +61,10 @@ impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
         self.sequence.class_step(class).name.is_match(name)
     }
 
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        self.sequence.class_step(class).exact.as_deref()
+    }
+
     fn is_edge(&self, class: usize, r: usize) -> bool {
         self.sequence.class_step(class).matches(self.t, r)
     }
@@ -95,11 +101,12 @@ impl Sequence {
                 .r#match
                 .as_ref()
                 .map(|am| ArgsMatcher::compile(am, &format!("{at}.match"), true, c));
+            let exact = (!s.tool.is_empty() && !s.ignore_case).then(|| s.tool.clone());
             if let Some((name, shown)) = name {
                 match args {
                     Some(None) => {}
-                    Some(Some(m)) => steps.push(Step { name, shown, args: Some(m) }),
-                    None => steps.push(Step { name, shown, args: None }),
+                    Some(Some(m)) => steps.push(Step { name, shown, exact, args: Some(m) }),
+                    None => steps.push(Step { name, shown, exact, args: None }),
                 }
             }
         }
@@ -123,8 +130,13 @@ impl Sequence {
     fn in_order(&self, t: &TraceView<'_>) -> Outcome {
         let mut positions = Vec::with_capacity(self.steps.len());
         let mut next = 0;
+        let mut meter = Meter::new(t.work());
         for (k, step) in self.steps.iter().enumerate() {
-            let Some(i) = (next..t.len()).find(|&i| step.matches(t, i)) else {
+            let found = (next..t.len()).find(|&i| meter.tick(1).is_none() || step.matches(t, i));
+            if meter.stopped() {
+                return stopped();
+            }
+            let Some(i) = found else {
                 let after = if next == 0 {
                     String::from("in the trace")
                 } else {
@@ -150,7 +162,13 @@ impl Sequence {
     fn exact(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.steps.len();
         let common = n.min(t.len());
-        if let Some(k) = (0..common).find(|&k| !self.steps[k].matches(t, k)) {
+        let mut meter = Meter::new(t.work());
+        let first_mismatch =
+            (0..common).find(|&k| meter.tick(1).is_none() || !self.steps[k].matches(t, k));
+        if meter.stopped() {
+            return stopped();
+        }
+        if let Some(k) = first_mismatch {
             let name = t.calls()[k].name;
             let what = if self.steps[k].name.is_match(name) {
                 format!("call {} ({name}) does not match the arguments of step {}", k + 1, k + 1)
@@ -192,12 +210,7 @@ impl Sequence {
     fn any_order(&self, t: &TraceView<'_>) -> Outcome {
         let problem = Problem { sequence: self, t };
         let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
-            // Stopped by the work meter: the grading loop reports the trace's error instead.
-            return Outcome::fail(
-                Reason::SequenceIncomplete,
-                "stopped: work limit or cancellation".into(),
-                vec![],
-            );
+            return stopped();
         };
         match assigned.iter().position(Option::is_none) {
             None => Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect()),
@@ -222,6 +235,12 @@ impl Sequence {
             }
         }
     }
+}
+
+/// The outcome of a scan the work meter stopped (the grading loop reports the trace's error
+/// instead).
+fn stopped() -> Outcome {
+    Outcome::fail(Reason::SequenceIncomplete, "stopped: work limit or cancellation".into(), vec![])
 }
 
 impl Check for Sequence {

@@ -8,7 +8,7 @@ use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
 use crate::json::Value;
-use crate::matching::{self, Edges, Lefts};
+use crate::matching::{self, Edges, Lefts, Meter};
 use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -59,6 +59,10 @@ impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
 
     fn name_ok(&self, class: usize, name: &str) -> bool {
         self.trajectory.class_ref(class).name == name
+    }
+
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        Some(&self.trajectory.class_ref(class).name)
     }
 
     fn is_edge(&self, class: usize, r: usize) -> bool {
@@ -161,8 +165,16 @@ impl Trajectory {
 
     fn strict(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.reference.len();
-        let mut unmatched: Vec<u32> =
-            (0..n.min(t.len())).filter(|&i| !self.reference[i].matches(t, i)).map(pos).collect();
+        let mut meter = Meter::new(t.work());
+        let mut unmatched = Vec::new();
+        for i in 0..n.min(t.len()) {
+            if meter.tick(1).is_none() {
+                return stopped();
+            }
+            if !self.reference[i].matches(t, i) {
+                unmatched.push(pos(i));
+            }
+        }
         unmatched.extend((n..t.len()).map(pos));
         if unmatched.is_empty() && t.len() == n {
             return Outcome::pass((0..n).map(pos).collect());
@@ -181,8 +193,13 @@ impl Trajectory {
         let mut used = Vec::with_capacity(self.reference.len());
         let mut next = 0;
         let mut missing = None;
+        let mut meter = Meter::new(t.work());
         for (k, r) in self.reference.iter().enumerate() {
-            let Some(i) = (next..t.len()).find(|&i| r.matches(t, i)) else {
+            let found = (next..t.len()).find(|&i| meter.tick(1).is_none() || r.matches(t, i));
+            if meter.stopped() {
+                return stopped();
+            }
+            let Some(i) = found else {
                 missing = Some(k);
                 break;
             };

@@ -44,8 +44,14 @@ impl Network {
         self.cap[e as usize ^ 1] += f;
     }
 
-    /// Augments the current flow to a maximum one; `None` when the meter says stop.
-    pub fn max_flow(&mut self, meter: &mut Meter<'_>) -> Option<()> {
+    /// Augments the current flow to a maximum one; `None` when the meter says stop. The
+    /// search calls `expand(net, v, meter)` before it first follows the edges out of node `v`
+    /// (the lazy class graph adds them there).
+    pub fn max_flow(
+        &mut self,
+        meter: &mut Meter<'_>,
+        expand: &mut impl FnMut(&mut Network, u32, &mut Meter<'_>) -> Option<()>,
+    ) -> Option<()> {
         let n = self.adj.len();
         let mut level = vec![DEAD; n];
         let mut next = vec![0usize; n];
@@ -61,6 +67,12 @@ impl Network {
             while head < queue.len() {
                 let v = queue[head] as usize;
                 head += 1;
+                // Nodes as far as the sink or farther lead to no shortest path.
+                let sink = level[SINK as usize];
+                if sink != DEAD && level[v] >= sink {
+                    break;
+                }
+                expand(self, v as u32, meter)?;
                 meter.tick(self.adj[v].len() as u64)?;
                 for &e in &self.adj[v] {
                     let w = self.to[e as usize] as usize;
@@ -92,7 +104,9 @@ impl Network {
                     meter.tick(1)?;
                     let e = self.adj[v][next[v]];
                     let w = self.to[e as usize] as usize;
-                    if self.cap[e as usize] > 0 && level[w] != DEAD && level[w] == level[v] + 1 {
+                    let on_level = level[w] != DEAD && level[w] == level[v] + 1;
+                    let short = w == SINK as usize || level[w] < level[SINK as usize];
+                    if self.cap[e as usize] > 0 && on_level && short {
                         path.push(e);
                         v = w;
                         advanced = true;

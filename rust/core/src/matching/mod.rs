@@ -35,6 +35,9 @@ pub trait Edges<'a> {
     fn name(&self, r: usize) -> &'a str;
     /// Whether left class `class` can match some call named `name` (cheap: no arguments).
     fn name_ok(&self, class: usize, name: &str) -> bool;
+    /// The one name left class `class` accepts, when it accepts exactly one (found by lookup
+    /// instead of a `name_ok` test per name).
+    fn exact_name(&self, class: usize) -> Option<&str>;
     /// Whether left class `class` matches right `r`.
     fn is_edge(&self, class: usize, r: usize) -> bool;
 }
@@ -72,6 +75,7 @@ impl Lefts {
 const BATCH: u64 = 64;
 
 /// Spends from the work meter in batches; `tick` answers `None` once it says stop.
+/// Scans outside the matching use it too.
 pub struct Meter<'w> {
     work: &'w Work,
     pending: u64,
@@ -92,9 +96,18 @@ impl<'w> Meter<'w> {
         Some(())
     }
 
-    fn flush(&mut self) -> Option<()> {
-        let p = std::mem::take(&mut self.pending);
-        self.work.spend(p).then_some(())
+    /// Whether a `tick` said stop.
+    pub fn stopped(&self) -> bool {
+        self.work.stopped().is_some()
+    }
+}
+
+impl Drop for Meter<'_> {
+    /// The last partial batch is spent too (a stop it causes shows in `Work::stopped`).
+    fn drop(&mut self) {
+        if self.pending > 0 {
+            self.work.spend(self.pending);
+        }
     }
 }
 
@@ -114,7 +127,6 @@ pub fn canonical<'a, E: Edges<'a>>(
     } else {
         refine::canonical(e, lefts, &first_fit, &mut meter)?
     };
-    meter.flush()?;
     Some(out)
 }
 
@@ -258,17 +270,25 @@ mod tests {
 
     #[test]
     fn a_huge_adversarial_matching_stops_at_the_work_limit() {
-        // 3,000 distinct lefts, each matching every one of 3,000 distinct rights but the
-        // last left nothing: 9 million comparisons without a limit.
+        // 3,000 distinct lefts, all but the last matching every one of 3,000 distinct rights,
+        // the last only right 0: first-fit fails, and the canonical choice of left 0 needs the
+        // whole dense graph (9 million comparisons without a limit).
         let n = 3000;
         let adj: Vec<Vec<usize>> =
-            (0..n).map(|l| if l + 1 == n { vec![] } else { (0..n).collect() }).collect();
+            (0..n).map(|l| if l + 1 == n { vec![0] } else { (0..n).collect() }).collect();
         let g = Explicit::singletons(&adj, n);
         let work = Work::new(100_000, None);
         let started = std::time::Instant::now();
-        assert_eq!(canonical(&g, &g.lefts(), &work), None);
+        let got = canonical(&g, &g.lefts(), &work);
+        assert!(got.is_none(), "stopped without an outcome");
         assert_eq!(work.stopped(), Some(Stop::WorkLimit));
-        assert!(work.used() <= 100_000 + 2 * super::BATCH);
+        assert!(work.used() <= 100_000 + 2 * super::BATCH + n as u64, "{}", work.used());
         assert!(started.elapsed().as_secs_f64() < 1.0, "{:?}", started.elapsed());
+        // Without the limit the same graph completes: left 0 moves to the last right.
+        let small: Vec<Vec<usize>> =
+            (0..60).map(|l| if l == 59 { vec![0] } else { (0..60).collect() }).collect();
+        let got = solve(&small, 60);
+        assert_eq!(got, by_definition(&small, 60));
+        assert_eq!((got[0], got[59]), (Some(1), Some(0)));
     }
 }

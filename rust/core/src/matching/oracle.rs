@@ -222,6 +222,13 @@ impl Edges<'static> for Explicit {
         self.accepts[class].contains(&name)
     }
 
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        match self.accepts[class].as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
     fn is_edge(&self, class: usize, r: usize) -> bool {
         self.name_ok(class, self.name(r)) && self.adj[class][self.right_class[r] as usize]
     }
