@@ -6,12 +6,14 @@
 //! running the case alone. `scale --only NAME` runs one case; `scale --compare BINARY` runs each
 //! case with this binary and with BINARY (e.g. this example built from an older commit),
 //! interleaved, and prints both columns and their ratio. `--max-secs S` (default 60) stops
-//! repeating a case that takes longer. `--filter TEXT` keeps the cases whose name holds TEXT.
-use std::process::Command;
+//! repeating a case that takes longer, `--timeout S` (default 120) kills a case's process.
+//! `--filter TEXT` keeps the cases whose name holds TEXT.
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use prost::Message;
-use trajgrade_core::proto::v1::{GradeResult, Suite, Trace};
+use trajgrade_core::proto::v1::{trace_outcome, Suite, Trace, TraceOutcome};
 use trajgrade_core::{Grader, Limits};
 
 /// One case: the assertion (JSON), the trace's calls (name, arguments) and whether it passes.
@@ -148,8 +150,13 @@ fn run(case: &Case, reps: usize, max_secs: f64) -> (f64, String) {
         let t0 = Instant::now();
         let out = grader.grade_traces(&compiled, &[&bytes]);
         times.push(t0.elapsed().as_secs_f64());
-        let r = GradeResult::decode(out[0].as_slice()).expect("a grade result");
-        code = r.results.first().map_or_else(|| "ERROR".into(), |a| a.reason_code.clone());
+        code = match TraceOutcome::decode(out[0].as_slice()).expect("an outcome").outcome {
+            Some(trace_outcome::Outcome::Result(r)) => {
+                r.results.first().map_or_else(|| "NO_RESULT".into(), |a| a.reason_code.clone())
+            }
+            Some(trace_outcome::Outcome::Error(e)) => e.reason_code,
+            None => "NO_OUTCOME".into(),
+        };
         if started.elapsed().as_secs_f64() > max_secs {
             break;
         }
@@ -158,13 +165,32 @@ fn run(case: &Case, reps: usize, max_secs: f64) -> (f64, String) {
     (times[times.len() / 2], code)
 }
 
-/// Runs case `name` in a child `binary` and parses its `seconds code peak_kib` line.
-fn child(binary: &str, name: &str, reps: usize, max_secs: f64) -> Option<(f64, String, u64)> {
-    let out = Command::new(binary)
+/// Runs case `name` in a child `binary` and parses its `seconds code peak_kib` line; `None`
+/// when it crashed or ran past `timeout` seconds (then it is killed).
+fn child(
+    binary: &str,
+    name: &str,
+    reps: usize,
+    max_secs: f64,
+    timeout: f64,
+) -> Option<(f64, String, u64)> {
+    let mut process = Command::new(binary)
         .args(["--only", name, "--reps", &reps.to_string(), "--max-secs", &max_secs.to_string()])
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let started = Instant::now();
+    while process.try_wait().ok()?.is_none() {
+        if started.elapsed().as_secs_f64() > timeout {
+            let _ = process.kill();
+            let _ = process.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut text = String::new();
+    process.stdout.take()?.read_to_string(&mut text).ok()?;
     let mut it = text.split_whitespace();
     let secs = it.next()?.parse().ok()?;
     let code = it.next()?.to_owned();
@@ -199,6 +225,7 @@ fn main() {
     let opt = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1));
     let reps: usize = opt("--reps").and_then(|v| v.parse().ok()).unwrap_or(3);
     let max_secs: f64 = opt("--max-secs").and_then(|v| v.parse().ok()).unwrap_or(60.0);
+    let timeout: f64 = opt("--timeout").and_then(|v| v.parse().ok()).unwrap_or(120.0);
     let all = cases();
     if let Some(name) = opt("--only") {
         let case = all.iter().find(|c| &c.name == name).expect("a known case name");
@@ -227,12 +254,12 @@ fn main() {
                 let mark = if wrong { format!(" (WRONG: {code})") } else { String::new() };
                 (format!("{}{mark}", shown(*s)), format!("{:.1} MiB", *kib as f64 / 1024.0))
             }
-            None => ("crashed or killed".into(), "-".into()),
+            None => (format!("> {timeout} s or crashed"), "-".into()),
         };
         if let Some(before_bin) = other {
             // Interleaved: before, then after, for each case.
-            let before = child(before_bin, &case.name, reps, max_secs);
-            let after = child(&me, &case.name, reps, max_secs);
+            let before = child(before_bin, &case.name, reps, max_secs, timeout);
+            let after = child(&me, &case.name, reps, max_secs, timeout);
             let ratio = match (&before, &after) {
                 (Some(b), Some(a)) => format!("{:.3}", a.0 / b.0),
                 _ => "-".into(),
@@ -241,7 +268,7 @@ fn main() {
             let (at, am) = cell(&after);
             println!("| {} | {bt} | {bm} | {at} | {am} | {ratio} |", case.name);
         } else {
-            let after = child(&me, &case.name, reps, max_secs);
+            let after = child(&me, &case.name, reps, max_secs, timeout);
             let (at, am) = cell(&after);
             println!("| {} | {at} | {am} | {expect} |", case.name);
         }
