@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use trajgrade_core::proto::v1::{Suite, ToolCall, Trace};
 use trajgrade_core::trace::TraceView;
+use trajgrade_core::work::Stop;
 use trajgrade_core::{CompiledSuite, Limits};
 
 const M: usize = 3000;
@@ -113,4 +114,26 @@ fn every_kind_at_3000_calls_is_bounded() {
         }
     }
     assert!(slow.is_empty(), "slower than 5 s: {slow:?}");
+}
+
+#[test]
+fn a_small_work_limit_stops_an_adversarial_matching() {
+    // Every reference name-only but one per call with its arguments, and the name-only ones
+    // first: the maximum flow and the canonical choice both search the whole class graph.
+    let mut refs = vec![r#"{"name":"f"}"#.to_owned(); 1000];
+    refs.extend((0..M - 1000).map(reference));
+    let limits = Limits { max_work_units: 10_000, ..Limits::default() };
+    let suite: Suite = serde_json::from_str(&format!(
+        r#"{{"name":"scale","assertions":[{}]}}"#,
+        trajectory("UNORDERED", &refs)
+    ))
+    .expect("the suite decodes");
+    let suite = CompiledSuite::compile(&suite, &limits).expect("the suite compiles");
+    let trace = Trace { id: "t".into(), calls: calls(), ..Trace::default() };
+    let view = TraceView::new(&trace, &limits);
+    let started = Instant::now();
+    suite.grade_view(&view);
+    assert_eq!(view.work().stopped(), Some(Stop::WorkLimit));
+    assert!(view.work().used() < 10_000 + 1000, "{} units", view.work().used());
+    assert!(started.elapsed().as_secs_f64() < 1.0, "{:?}", started.elapsed());
 }

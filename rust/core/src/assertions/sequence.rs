@@ -276,6 +276,19 @@ mod tests {
     }
 
     #[test]
+    fn identical_glob_steps_leave_the_call_a_tool_step_needs() {
+        let seq = r#"{"tool_sequence":{"mode":"SEQUENCE_MODE_ANY_ORDER","steps":[{"glob":"f_*"},{"tool":"f_a"},{"glob":"f_*"}]}}"#;
+        let r = run(seq, &[("f_a", None), ("f_b", None), ("f_c", None)]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[2, 1, 3][..]));
+        // Two calls for three steps: any two steps make a maximum matching, so step 1 keeps
+        // the earliest call and step 2 is the one left out.
+        let r = run(seq, &[("f_a", None), ("f_b", None)]);
+        assert_eq!(r.reason_code, "SEQUENCE_INCOMPLETE");
+        assert_eq!(r.positions, [1], "the calls matched before the first unmatched step");
+        assert!(r.reason.ends_with("not found: step 2 f_a"), "{}", r.reason);
+    }
+
+    #[test]
     fn exact_prefix_is_incomplete() {
         let seq = r#"{"tool_sequence":{"mode":"SEQUENCE_MODE_EXACT","steps":[{"tool":"a"},{"tool":"b"}]}}"#;
         let r = run(seq, &[("a", None)]);

@@ -303,6 +303,20 @@ mod tests {
     }
 
     #[test]
+    fn a_name_only_reference_moves_off_the_call_another_needs() {
+        // First-fit gives call 1 to the name-only reference; the canonical matching moves it
+        // to call 3, the only other call of f, so reference 2 gets call 1.
+        let t = r#"{"trajectory_match":{"mode":"TRAJECTORY_MODE_UNORDERED","reference":[{"name":"f"},{"name":"f","arguments_json":"{\"i\":0}"},{"name":"g"}]}}"#;
+        let r = run(t, &[("f", Some(r#"{"i":0}"#)), ("g", None), ("f", Some(r#"{"i":1}"#))]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[3, 1, 2][..]));
+        // With a second reference of g and no second call of g, one reference stays unmatched.
+        let t = t.replace(r#"{"name":"g"}]"#, r#"{"name":"g"},{"name":"g"}]"#);
+        let r = run(&t, &[("f", Some(r#"{"i":0}"#)), ("g", None), ("f", Some(r#"{"i":1}"#))]);
+        assert_eq!(r.reason_code, "TRAJECTORY_MISMATCH");
+        assert!(r.reason.contains("g (reference call 4)"), "{}", r.reason);
+    }
+
+    #[test]
     fn strict_positions_are_unmatched_calls() {
         let t = r#"{"trajectory_match":{"reference":[{"name":"a"},{"name":"b"}]}}"#;
         let r = run(t, &[("a", None), ("c", None), ("d", None)]);
