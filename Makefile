@@ -83,6 +83,10 @@ serve: install
 bench: install-prod
 	$(PY) bench/bench_core.py
 
+.PHONY: bench-scale ## release build, then time and peak RSS of every matching kind from 10 to 10,000 calls
+bench-scale:
+	cd rust && $(CARGO) run -q --release --example scale -p trajgrade-core
+
 .PHONY: deps-system ## system packages the tests need (headless Chromium for the report test)
 deps-system:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }

@@ -12,7 +12,7 @@ secs=${1:?usage: run.sh SECONDS [TARGET...]}
 shift
 cargo=${CARGO:-cargo}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode_trace compile_suite canonical_text grade json_trace expression)
+[ ${#targets[@]} -gt 0 ] || targets=(decode_trace compile_suite canonical_text grade json_trace expression matching)
 
 if ! "$cargo" +nightly --version >/dev/null 2>&1; then
   echo "##############################################################################"

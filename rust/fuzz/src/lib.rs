@@ -29,6 +29,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("grade", grade),
     ("json_trace", json_trace),
     ("expression", expression),
+    ("matching", matching),
 ];
 
 fn grader(threads: usize) -> &'static Grader {
@@ -632,4 +633,21 @@ pub fn expression(data: &[u8]) {
     let (got, used) = run();
     assert!(used <= 20_001, "spent {used} units past the cost limit of 20000");
     assert_eq!((got, used), run(), "evaluation differs between runs");
+}
+
+/// `matching`: arbitrary bytes as a bipartite graph with classes of identical lefts and rights,
+/// names and accepted names (`matching::Explicit::from_bytes`, up to 39 lefts and rights).
+/// `matching::canonical` equals the canonical matching by definition (SPEC §9.13) on the
+/// expanded graph; under a small work limit it returns that matching or stops, never panics.
+pub fn matching(data: &[u8]) {
+    use trajgrade_core::matching::{by_definition, canonical, Explicit};
+    use trajgrade_core::work::Work;
+    let g = Explicit::from_bytes(data);
+    let want = by_definition(&g.expanded(), g.n_right_total());
+    let got = canonical(&g, &g.lefts(), &Work::new(u64::MAX, None));
+    assert_eq!(got.as_ref(), Some(&want), "{g:?}");
+    let limited = Work::new(u64::from(data.first().copied().unwrap_or(0)), None);
+    if let Some(got) = canonical(&g, &g.lefts(), &limited) {
+        assert_eq!(got, want, "{g:?} under a work limit");
+    }
 }

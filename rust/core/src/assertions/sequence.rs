@@ -1,9 +1,11 @@
 //! `tool_sequence`: steps found in order (greedy scan), exactly, or in any order (maximum matching).
+use prost::Message;
+
 use super::{pos, Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
 use crate::glob::Glob;
-use crate::matching;
+use crate::matching::{self, Edges, Lefts, Meter};
 use crate::proto::v1::{SequenceMode, ToolSequence};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -12,6 +14,8 @@ use crate::trace::TraceView;
 struct Step {
     name: Glob,
     shown: String,
+    /// The tool name when the step names one, case-sensitively.
+    exact: Option<String>,
     args: Option<ArgsMatcher>,
 }
 
@@ -24,7 +28,46 @@ impl Step {
 #[derive(Debug)]
 pub struct Sequence {
     steps: Vec<Step>,
+    /// Classes of identical steps (same tool or glob and the same `match`) for the matching.
+    lefts: Lefts,
+    /// Whether some step compares arguments (else calls are matched by name alone).
+    compares_args: bool,
     mode: SequenceMode,
+}
+
+/// The matching problem of `ANY_ORDER`: steps against the trace's calls.
+struct Problem<'s, 't, 'a> {
+    sequence: &'s Sequence,
+    t: &'t TraceView<'a>,
+}
+
+impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
+    type Key = (&'a str, Option<&'a str>);
+
+    fn n_right(&self) -> usize {
+        self.t.len()
+    }
+
+    fn key(&self, r: usize) -> Self::Key {
+        let call = &self.t.calls()[r];
+        (call.name, call.arguments_json.filter(|_| self.sequence.compares_args))
+    }
+
+    fn name(&self, r: usize) -> &'a str {
+        self.t.calls()[r].name
+    }
+
+    fn name_ok(&self, class: usize, name: &str) -> bool {
+        self.sequence.class_step(class).name.is_match(name)
+    }
+
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        self.sequence.class_step(class).exact.as_deref()
+    }
+
+    fn is_edge(&self, class: usize, r: usize) -> bool {
+        self.sequence.class_step(class).matches(self.t, r)
+    }
 }
 
 impl Sequence {
@@ -58,23 +101,42 @@ impl Sequence {
                 .r#match
                 .as_ref()
                 .map(|am| ArgsMatcher::compile(am, &format!("{at}.match"), true, c));
+            let exact = (!s.tool.is_empty() && !s.ignore_case).then(|| s.tool.clone());
             if let Some((name, shown)) = name {
                 match args {
                     Some(None) => {}
-                    Some(Some(m)) => steps.push(Step { name, shown, args: Some(m) }),
-                    None => steps.push(Step { name, shown, args: None }),
+                    Some(Some(m)) => steps.push(Step { name, shown, exact, args: Some(m) }),
+                    None => steps.push(Step { name, shown, exact, args: None }),
                 }
             }
         }
         let mode = SequenceMode::try_from(m.mode).unwrap_or(SequenceMode::Unspecified);
-        (c.problem_count() == before).then_some(Sequence { steps, mode })
+        if c.problem_count() != before {
+            return None;
+        }
+        let lefts = Lefts::new(m.steps.iter().map(|s| {
+            (&s.tool, &s.glob, s.ignore_case, s.r#match.as_ref().map(Message::encode_to_vec))
+        }));
+        let compares_args = steps
+            .iter()
+            .any(|s| s.args.as_ref().is_some_and(|a| !matches!(a, ArgsMatcher::Ignore)));
+        Some(Sequence { steps, lefts, compares_args, mode })
+    }
+
+    fn class_step(&self, class: usize) -> &Step {
+        &self.steps[self.lefts.first[class]]
     }
 
     fn in_order(&self, t: &TraceView<'_>) -> Outcome {
         let mut positions = Vec::with_capacity(self.steps.len());
         let mut next = 0;
+        let mut meter = Meter::new(t.work());
         for (k, step) in self.steps.iter().enumerate() {
-            let Some(i) = (next..t.len()).find(|&i| step.matches(t, i)) else {
+            let found = (next..t.len()).find(|&i| meter.tick(1).is_none() || step.matches(t, i));
+            if meter.stopped() {
+                return stopped();
+            }
+            let Some(i) = found else {
                 let after = if next == 0 {
                     String::from("in the trace")
                 } else {
@@ -100,7 +162,13 @@ impl Sequence {
     fn exact(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.steps.len();
         let common = n.min(t.len());
-        if let Some(k) = (0..common).find(|&k| !self.steps[k].matches(t, k)) {
+        let mut meter = Meter::new(t.work());
+        let first_mismatch =
+            (0..common).find(|&k| meter.tick(1).is_none() || !self.steps[k].matches(t, k));
+        if meter.stopped() {
+            return stopped();
+        }
+        if let Some(k) = first_mismatch {
             let name = t.calls()[k].name;
             let what = if self.steps[k].name.is_match(name) {
                 format!("call {} ({name}) does not match the arguments of step {}", k + 1, k + 1)
@@ -140,12 +208,10 @@ impl Sequence {
     }
 
     fn any_order(&self, t: &TraceView<'_>) -> Outcome {
-        let adj: Vec<Vec<usize>> = self
-            .steps
-            .iter()
-            .map(|s| (0..t.len()).filter(|&i| s.matches(t, i)).collect())
-            .collect();
-        let assigned = matching::canonical(&adj, t.len());
+        let problem = Problem { sequence: self, t };
+        let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
+            return stopped();
+        };
         match assigned.iter().position(Option::is_none) {
             None => Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect()),
             Some(k) => {
@@ -169,6 +235,12 @@ impl Sequence {
             }
         }
     }
+}
+
+/// The outcome of a scan the work meter stopped (the grading loop reports the trace's error
+/// instead).
+fn stopped() -> Outcome {
+    Outcome::fail(Reason::SequenceIncomplete, "stopped: work limit or cancellation".into(), vec![])
 }
 
 impl Check for Sequence {
@@ -201,6 +273,19 @@ mod tests {
         let r = run(seq, &[("f_a", None), ("f_b", None)]);
         assert_eq!(r.reason_code, "");
         assert_eq!(r.positions, [2, 1]);
+    }
+
+    #[test]
+    fn identical_glob_steps_leave_the_call_a_tool_step_needs() {
+        let seq = r#"{"tool_sequence":{"mode":"SEQUENCE_MODE_ANY_ORDER","steps":[{"glob":"f_*"},{"tool":"f_a"},{"glob":"f_*"}]}}"#;
+        let r = run(seq, &[("f_a", None), ("f_b", None), ("f_c", None)]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[2, 1, 3][..]));
+        // Two calls for three steps: any two steps make a maximum matching, so step 1 keeps
+        // the earliest call and step 2 is the one left out.
+        let r = run(seq, &[("f_a", None), ("f_b", None)]);
+        assert_eq!(r.reason_code, "SEQUENCE_INCOMPLETE");
+        assert_eq!(r.positions, [1], "the calls matched before the first unmatched step");
+        assert!(r.reason.ends_with("not found: step 2 f_a"), "{}", r.reason);
     }
 
     #[test]

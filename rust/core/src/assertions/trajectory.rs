@@ -8,7 +8,7 @@ use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
 use crate::json::Value;
-use crate::matching;
+use crate::matching::{self, Edges, Lefts, Meter};
 use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -28,7 +28,46 @@ impl RefCall {
 #[derive(Debug)]
 pub struct Trajectory {
     reference: Vec<RefCall>,
+    /// Classes of identical reference calls (same name and arguments) for the matching.
+    lefts: Lefts,
+    /// Whether some reference call compares arguments (else calls are matched by name alone).
+    compares_args: bool,
     mode: TrajectoryMode,
+}
+
+/// The matching problem of a trajectory: reference calls against the trace's calls.
+struct Problem<'s, 't, 'a> {
+    trajectory: &'s Trajectory,
+    t: &'t TraceView<'a>,
+}
+
+impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
+    type Key = (&'a str, Option<&'a str>);
+
+    fn n_right(&self) -> usize {
+        self.t.len()
+    }
+
+    fn key(&self, r: usize) -> Self::Key {
+        let call = &self.t.calls()[r];
+        (call.name, call.arguments_json.filter(|_| self.trajectory.compares_args))
+    }
+
+    fn name(&self, r: usize) -> &'a str {
+        self.t.calls()[r].name
+    }
+
+    fn name_ok(&self, class: usize, name: &str) -> bool {
+        self.trajectory.class_ref(class).name == name
+    }
+
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        Some(&self.trajectory.class_ref(class).name)
+    }
+
+    fn is_edge(&self, class: usize, r: usize) -> bool {
+        self.trajectory.class_ref(class).matches(self.t, r)
+    }
 }
 
 struct Override {
@@ -111,13 +150,31 @@ impl Trajectory {
         }
         c.absorb(later);
         let mode = TrajectoryMode::try_from(m.mode).unwrap_or(TrajectoryMode::Unspecified);
-        (c.problem_count() == before).then_some(Trajectory { reference, mode })
+        if c.problem_count() != before {
+            return None;
+        }
+        // Same name (so the same override) and the same argument text: the same matcher.
+        let lefts = Lefts::new(m.reference.iter().map(|r| (&r.name, &r.arguments_json)));
+        let compares_args = reference.iter().any(|r| !matches!(r.args, ArgsMatcher::Ignore));
+        Some(Trajectory { reference, lefts, compares_args, mode })
+    }
+
+    fn class_ref(&self, class: usize) -> &RefCall {
+        &self.reference[self.lefts.first[class]]
     }
 
     fn strict(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.reference.len();
-        let mut unmatched: Vec<u32> =
-            (0..n.min(t.len())).filter(|&i| !self.reference[i].matches(t, i)).map(pos).collect();
+        let mut meter = Meter::new(t.work());
+        let mut unmatched = Vec::new();
+        for i in 0..n.min(t.len()) {
+            if meter.tick(1).is_none() {
+                return stopped();
+            }
+            if !self.reference[i].matches(t, i) {
+                unmatched.push(pos(i));
+            }
+        }
         unmatched.extend((n..t.len()).map(pos));
         if unmatched.is_empty() && t.len() == n {
             return Outcome::pass((0..n).map(pos).collect());
@@ -136,8 +193,13 @@ impl Trajectory {
         let mut used = Vec::with_capacity(self.reference.len());
         let mut next = 0;
         let mut missing = None;
+        let mut meter = Meter::new(t.work());
         for (k, r) in self.reference.iter().enumerate() {
-            let Some(i) = (next..t.len()).find(|&i| r.matches(t, i)) else {
+            let found = (next..t.len()).find(|&i| meter.tick(1).is_none() || r.matches(t, i));
+            if meter.stopped() {
+                return stopped();
+            }
+            let Some(i) = found else {
                 missing = Some(k);
                 break;
             };
@@ -147,7 +209,11 @@ impl Trajectory {
         let Some(k) = missing else {
             return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
         };
-        let unmatched: Vec<u32> = (0..t.len()).filter(|i| !used.contains(i)).map(pos).collect();
+        let mut taken = vec![false; t.len()];
+        for &i in &used {
+            taken[i] = true;
+        }
+        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
         Outcome::fail(
             Reason::TrajectoryMismatch,
             format!(
@@ -161,12 +227,10 @@ impl Trajectory {
     }
 
     fn matched(&self, t: &TraceView<'_>) -> Outcome {
-        let adj: Vec<Vec<usize>> = self
-            .reference
-            .iter()
-            .map(|r| (0..t.len()).filter(|&i| r.matches(t, i)).collect())
-            .collect();
-        let assigned = matching::canonical(&adj, t.len());
+        let problem = Problem { trajectory: self, t };
+        let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
+            return stopped();
+        };
         let size = assigned.iter().flatten().count();
         let (need_refs, need_calls) = match self.mode {
             TrajectoryMode::Superset => (true, false),
@@ -209,6 +273,12 @@ impl Trajectory {
     }
 }
 
+/// The outcome of a matching the work meter stopped (the grading loop reports the trace's
+/// error instead).
+fn stopped() -> Outcome {
+    Outcome::fail(Reason::TrajectoryMismatch, "stopped: work limit or cancellation".into(), vec![])
+}
+
 impl Check for Trajectory {
     fn check(&self, t: &TraceView<'_>) -> Outcome {
         match self.mode {
@@ -230,6 +300,20 @@ mod tests {
         let t = r#"{"trajectory_match":{"mode":"TRAJECTORY_MODE_SUPERSET","args":"MATCH_MODE_SUBSET","reference":[{"name":"f","arguments_json":"{\"x\":1}"},{"name":"f","arguments_json":"{}"}]}}"#;
         let r = run(t, &[("f", Some(r#"{"x":1,"y":2}"#)), ("f", Some(r#"{"x":1}"#))]);
         assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[1, 2][..]));
+    }
+
+    #[test]
+    fn a_name_only_reference_moves_off_the_call_another_needs() {
+        // First-fit gives call 1 to the name-only reference; the canonical matching moves it
+        // to call 3, the only other call of f, so reference 2 gets call 1.
+        let t = r#"{"trajectory_match":{"mode":"TRAJECTORY_MODE_UNORDERED","reference":[{"name":"f"},{"name":"f","arguments_json":"{\"i\":0}"},{"name":"g"}]}}"#;
+        let r = run(t, &[("f", Some(r#"{"i":0}"#)), ("g", None), ("f", Some(r#"{"i":1}"#))]);
+        assert_eq!((r.reason_code.as_str(), r.positions.as_slice()), ("", &[3, 1, 2][..]));
+        // With a second reference of g and no second call of g, one reference stays unmatched.
+        let t = t.replace(r#"{"name":"g"}]"#, r#"{"name":"g"},{"name":"g"}]"#);
+        let r = run(&t, &[("f", Some(r#"{"i":0}"#)), ("g", None), ("f", Some(r#"{"i":1}"#))]);
+        assert_eq!(r.reason_code, "TRAJECTORY_MISMATCH");
+        assert!(r.reason.contains("g (reference call 4)"), "{}", r.reason);
     }
 
     #[test]
