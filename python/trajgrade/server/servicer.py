@@ -130,7 +130,7 @@ class GraderServicer:
         """The compiled suite of a suite_ref: an inline Suite's bytes, or a suite_id's text."""
         if inline:
             return self._grader.compile_suite(value)
-        suite_id = value.decode("utf-8", errors="replace")
+        suite_id = wire.text(value, "suite_id")
         suite = self._grader.get_suite(suite_id)
         if suite is None:
             raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
@@ -149,14 +149,16 @@ class GraderServicer:
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""
-        suite = wire.field_value(request, _SUITE) or b""
+        suite = wire.message_field(request, _SUITE, "suite") or b""
         loop = asyncio.get_running_loop()
         suite_id = await loop.run_in_executor(self._control, self._grader.register_suite, suite)
         return grader_service_pb2.RegisterSuiteResponse(suite_id=suite_id).SerializeToString()
 
     async def get_suite(self, request: bytes, context: Ctx) -> bytes:
         """GetSuite: the registered suite, as the core keeps it."""
-        suite_id = grader_service_pb2.GetSuiteRequest.FromString(request).suite_id
+        # Read by hand, not by protobuf: a malformed request or an id that is not UTF-8 is
+        # the caller's INVALID_ARGUMENT, not a decode exception (INTERNAL).
+        suite_id = wire.string_field(request, _SUITE, "suite_id")
         if not suite_id:
             raise RequestInvalidError("suite_id is required", field="suite_id")
         compiled = self._grader.get_suite(suite_id)
@@ -215,6 +217,7 @@ class GraderServicer:
         # chunks, whether it is inline and its value.
         suite_field: bytes | None = None
         suite: tuple[bool, bytes] = (False, b"")
+        checked: tuple[bool, bytes] | None = None  # the suite reference last found usable
         try:
             async for message in requests:
                 traces, found = wire.split_fields(
@@ -227,6 +230,9 @@ class GraderServicer:
                     start, value_start, end = found[number]
                     suite_field = message[start:end]
                     suite = (number == _STREAM_SUITE, message[value_start:end])
+                    if suite != checked:
+                        await self._check_suite(*suite)
+                        checked = suite
                 elif suite_field is None:
                     raise RequestInvalidError(
                         "the first StreamGradeTracesRequest must set suite or suite_id",
@@ -247,6 +253,17 @@ class GraderServicer:
             raise
         except Exception as exc:  # delivered in order, after the outcomes already accepted
             window.finish(exc)
+
+    async def _check_suite(self, inline: bool, value: bytes) -> None:
+        """A stream's suite reference, checked when it is set: a bad suite (undecodable,
+        invalid, over max_suite_bytes) or a bad or unknown suite_id ends the stream with its
+        status. Without this, the core would see the suite only inside each single-trace
+        message, where an undecodable suite is indistinguishable from an undecodable trace."""
+        if inline:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._control, self._grader.compile_suite, value)
+        else:
+            self._suite(inline=False, value=value)
 
     def _chunk(
         self, message: bytes, traces: list[bytes], has_trace: bool, suite: tuple[bool, bytes]

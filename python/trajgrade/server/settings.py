@@ -39,6 +39,12 @@ def _opt_str(text: str) -> str | None:
     return None if text == "" else text
 
 
+def _given_str(text: str) -> str:
+    # Unlike _opt_str, "" stays "": for the token settings an explicitly empty value is a
+    # misconfiguration to report, not "unset" (which would silently turn authentication off).
+    return text
+
+
 def _setting(
     default: Any,
     help: str,
@@ -126,10 +132,10 @@ class Settings:
         None,
         "require 'authorization: Bearer <token>' on every RPC except health (prefer the env var "
         "or --auth-token-file: flags show in ps)",
-        _opt_str,
+        _given_str,
         secret=True,
     )
-    auth_token_file: str | None = _setting(None, "file holding the bearer token", _opt_str)
+    auth_token_file: str | None = _setting(None, "file holding the bearer token", _given_str)
     reflection: bool = _setting(
         True, "serve gRPC server reflection (grpcurl without protos)", _bool
     )
@@ -182,6 +188,16 @@ class Settings:
             raise SettingsError("tls_client_ca_file (mTLS) needs tls_cert_file and tls_key_file")
         if self.auth_token is not None and self.auth_token_file is not None:
             raise SettingsError("set auth_token or auth_token_file, not both")
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise SettingsError(
+                "auth_token (--auth-token / TRAJGRADE_AUTH_TOKEN) is set but empty: that would "
+                "serve without authentication; set a token, or unset it to serve without one"
+            )
+        if self.auth_token_file is not None and not self.auth_token_file.strip():
+            raise SettingsError(
+                "auth_token_file (--auth-token-file / TRAJGRADE_AUTH_TOKEN_FILE) is set but "
+                "empty: name the file that holds the token, or unset it"
+            )
         if self.log_format not in {"text", "json"}:
             raise SettingsError(f"log_format must be text or json, got {self.log_format!r}")
         if self.workers > 1:
@@ -204,9 +220,12 @@ class Settings:
             with open(self.auth_token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
             if not token:
-                raise SettingsError(f"auth_token_file {self.auth_token_file!r} is empty")
+                raise SettingsError(
+                    f"auth_token_file {self.auth_token_file!r} is empty: that would serve "
+                    "without authentication"
+                )
             return token
-        return self.auth_token
+        return None if self.auth_token is None else self.auth_token.strip()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated again)."""
