@@ -18,6 +18,7 @@ from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.status import (
     QueueFullError,
     RequestInvalidError,
+    ShuttingDownError,
     SuiteUnknownError,
     TooManyTracesError,
     to_status,
@@ -84,6 +85,13 @@ class GraderServicer:
         self._control = control
         self._window = stream_window
         self._max_batch_items = max_batch_items
+        self._windows: set[_Window] = set()  # the open streams, for close_streams()
+
+    def close_streams(self) -> None:
+        """Drain: every open stream ends (UNAVAILABLE / SHUTTING_DOWN) once the answers to the
+        messages it had accepted are sent, instead of waiting for its caller's next message."""
+        for window in self._windows:
+            window.close()
 
     async def grade_trace(self, request: bytes, context: Ctx) -> bytes:
         """GradeTrace: through the batcher; the core answers GradeTraceResponse bytes."""
@@ -183,6 +191,9 @@ class GraderServicer:
         work in flight to wait for.
         """
         window = _Window(self._window)
+        if self._batcher.closed:
+            window.close()
+        self._windows.add(window)
         reader = asyncio.get_running_loop().create_task(
             self._read_stream(requests, context, window)
         )
@@ -206,6 +217,7 @@ class GraderServicer:
                     yield length_delimited(_OUTCOME, response)
                 window.release(item)
         finally:
+            self._windows.discard(window)
             reader.cancel()
             # Whatever is still queued for this stream has nobody to go to: let the batcher skip it.
             window.cancel_all()
@@ -295,9 +307,10 @@ class GraderServicer:
                 return self._batcher.submit(item.request, context.time_remaining(), solo=item.solo)
             except QueueFullError:
                 pending = window.in_flight()
-                if not pending:
-                    raise
-                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if pending:  # its own earlier messages free room as they are graded
+                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                else:  # nothing of its own to wait for: stop reading until the queue has room
+                    await self._batcher.wait_for_room(len(item.request))
 
 
 class _Pending:
@@ -332,8 +345,14 @@ class _Window:
         self._head: _Pending | None = None  # taken by the responder, answer not yet sent
         self._traces = 0
         self._end: tuple[BaseException | None] | None = None
+        self._closing = False  # the server drains: end once nothing accepted is left
         # One event for both sides; each waiter re-checks its condition after waking.
         self._changed = asyncio.Event()
+
+    def close(self) -> None:
+        """The server is draining: next() ends the stream once no accepted message is left."""
+        self._closing = True
+        self._changed.set()
 
     def add(self, item: _Pending) -> None:
         self._queued.append(item)
@@ -360,6 +379,12 @@ class _Window:
                 return self._head
             if self._end is not None:
                 return self._end[0]
+            if self._closing:
+                # Every accepted message is answered; what the caller sends next is refused
+                # as it would be by a new call (the Python client resends unanswered traces).
+                return ShuttingDownError(
+                    "the server is shutting down; retry the rest of the stream on another replica"
+                )
             self._changed.clear()
             await self._changed.wait()
 

@@ -75,7 +75,21 @@ class Settings:
         64 * MIB, "largest gRPC message accepted or sent, in bytes", int
     )
     max_concurrent_rpcs: int | None = _setting(
-        None, "RPCs handled at once per worker before gRPC refuses more (unset: no cap)", _opt_int
+        None,
+        "GraderService calls handled at once per worker; more are answered RESOURCE_EXHAUSTED "
+        "(TOO_MANY_RPCS, with retry-after) (unset: no cap)",
+        _opt_int,
+    )
+    max_pending_rpcs: int = _setting(
+        16_384,
+        "calls gRPC holds before the server takes them (its pending-request backlog); past it "
+        "gRPC cancels calls unseen, so keep it above the largest burst (at least max_queue_size)",
+        int,
+    )
+    retry_after_ms: int = _setting(
+        100,
+        "retry-after sent with RESOURCE_EXHAUSTED for a full queue or too many calls",
+        int,
     )
     # Batching.
     batching: bool = _setting(True, "coalesce unary requests into core batches", _bool)
@@ -158,6 +172,8 @@ class Settings:
             "max_batch_size",
             "max_queue_size",
             "max_queue_bytes",
+            "max_pending_rpcs",
+            "retry_after_ms",
             "stream_window",
             "executor_threads",
             "max_trace_bytes",
@@ -174,6 +190,17 @@ class Settings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_concurrent_rpcs is not None and self.max_concurrent_rpcs < 1:
+            raise SettingsError(
+                f"max_concurrent_rpcs must be at least 1 (or unset), got {self.max_concurrent_rpcs}"
+            )
+        if self.max_pending_rpcs < self.max_queue_size:
+            # A burst the queue could take would be cut (CANCELLED) by gRPC's backlog first,
+            # before it ever reached the queue's RESOURCE_EXHAUSTED.
+            raise SettingsError(
+                f"max_pending_rpcs ({self.max_pending_rpcs}) must be at least max_queue_size "
+                f"({self.max_queue_size})"
+            )
         if self.max_batch_delay_us < 0:
             raise SettingsError("max_batch_delay_us must not be negative")
         if self.grade_threads < 0:
