@@ -153,9 +153,7 @@ class Batcher:
         if self._closed:
             self._metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDownError("the server is shutting down; retry on another replica")
-        if len(self._queue) >= self._max_items or (
-            self._queue and self._queued_bytes + len(payload) > self._max_bytes
-        ):
+        if self.full(len(payload)):
             self._metrics.rejected.labels("queue_full").inc()
             raise QueueFullError(
                 f"grading queue is full ({len(self._queue)} items, {self._queued_bytes} bytes); "
