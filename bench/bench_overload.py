@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads
 from _report import table
+from trajgrade import _core
 from trajgrade.commands import health as health_command
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import suite_pb2, trace_pb2
@@ -63,15 +64,18 @@ def _serve(port: int, extra: list[str]) -> subprocess.Popen[bytes]:
     raise RuntimeError("the server never became SERVING")
 
 
-def _burst(port: int, request: bytes, calls: int) -> collections.Counter[str]:
+def _burst(port: int, request: bytes, expected: bytes, calls: int) -> collections.Counter[str]:
+    """Answers of `calls` concurrent calls by status; `wrong` counts OK answers that differ
+    from the library's bytes."""
     counts: collections.Counter[str] = collections.Counter()
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         call = channel.unary_unary("/trajgrade.v1.GraderService/GradeTrace")
         futures = [call.future(request, timeout=120) for _ in range(calls)]
         for future in futures:
             try:
-                future.result()
+                answer = future.result()
                 counts["OK"] += 1
+                counts["wrong"] += answer != expected
             except grpc.RpcError as error:
                 name = error.code().name
                 counts[name if name in STATUSES else "other"] += 1
@@ -86,23 +90,31 @@ def main() -> None:
     suite = json_format.ParseDict(workloads.suite(), suite_pb2.Suite())
     trace = json_format.ParseDict(workloads.traces(1)[0], trace_pb2.Trace())
     request = g.GradeTraceRequest(trace=trace, suite=suite).SerializeToString()
+    (expected,) = _core.Grader().grade_requests([request])
+    assert isinstance(expected, bytes)
     seen: dict[str, list[collections.Counter[str]]] = {name: [] for name in ROWS}
     for _ in range(args.rounds):
         for name, extra in ROWS.items():  # interleaved: each round runs every row once
             port = _free_port()
             process = _serve(port, extra)
             try:
-                seen[name].append(_burst(port, request, args.calls))
+                seen[name].append(_burst(port, request, expected, args.calls))
             finally:
                 process.terminate()
                 process.wait(30)
     rows = [
-        [name, *(f"{statistics.median(c[s] for c in counts):,.0f}" for s in STATUSES)]
+        [
+            name,
+            *(f"{statistics.median(c[s] for c in counts):,.0f}" for s in STATUSES),
+            "yes" if all(c["wrong"] == 0 for c in counts) else "NO",
+        ]
         for name, counts in seen.items()
     ]
     title = f"{args.calls:,} concurrent GradeTrace calls, max_queue_size 64, {args.rounds} rounds"
-    print(table(title, ["server", *STATUSES], rows))
+    print(table(title, ["server", *STATUSES, "correct"], rows))
     print(f"load average: {os.getloadavg()}")
+    if any(row[-1] != "yes" for row in rows):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
