@@ -131,3 +131,23 @@ async def test_short_drain_refuses_calls_grpc_still_holds_with_unavailable(
     details = collections.Counter(r.details() for r in out if not isinstance(r, bytes))
     assert set(codes) <= {"OK", "UNAVAILABLE"}, (codes, details)  # never CANCELLED
     assert codes["UNAVAILABLE"] > 0, codes
+
+
+async def test_grace_running_out_is_logged_with_the_calls_cut(
+    make_server: ServerFactory, valid_cases: list[Case], caplog: pytest.LogCaptureFixture
+) -> None:
+    gated = GatedGrader(_core.Grader())
+    server = await make_server(grader=gated)
+    gated.gate.clear()
+    held = [asyncio.create_task(server.grade(request_for(c))) for c in valid_cases[:2]]
+    await asyncio.to_thread(gated.entered.wait, 5)
+    await asyncio.sleep(0.1)
+    with caplog.at_level(logging.INFO, logger="trajgrade.server"):
+        assert not await server.server.shutdown(grace=0.3)
+    gated.gate.set()
+    (line,) = [r.getMessage() for r in caplog.records if "ran out" in r.getMessage()]
+    assert "(2 calls cut)" in line, line
+    assert not any(r.getMessage().startswith("drained") for r in caplog.records)
+    for task in held:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await task

@@ -222,8 +222,9 @@ class GradingServer:
             # Calls gRPC still holds, not yet handed to a handler, would be CANCELLED by the
             # stop: let them in to be refused (UNAVAILABLE) until none has arrived for a moment.
             await self._settle(time.monotonic() + _MAX_SETTLE_S)
+        # Accepted calls still running now are past the grace period: the stop cuts them.
+        cut = 0 if self._admission is None else self._admission.active
         if self._server is not None:
-            # Only refusals can still be running; anything else would be past the grace period.
             await self._server.stop(max(until - time.monotonic(), _STOP_GRACE_S))
         if self._batcher is not None:
             await self._batcher.stop()
@@ -236,12 +237,11 @@ class GradingServer:
         if drained:
             log.info("drained in %.2fs; stopped", elapsed, extra={"answered": answered})
         else:
-            running = 0 if self._admission is None else self._admission.active
             log.error(
                 "grace period of %.1fs ran out with work still running (%d calls cut); "
                 "stopped after %.2fs",
                 grace,
-                running,
+                cut,
                 elapsed,
                 extra={"answered": answered},
             )
