@@ -238,6 +238,19 @@ def retryable(error: TrajgradeError, *, answered: bool = False) -> bool:
     return isinstance(error, ResourceExhaustedError) and error.reason_code in _OVERLOAD_REASONS
 
 
+def lost_status(rpc_error: grpc.RpcError) -> bool:
+    """A stream's INTERNAL that grpc.aio made up on the client: a write issued after the server
+    ended the call replaces the server's status (grpc/grpc issue 36066). Our server's own
+    INTERNAL always carries an ErrorInfo; this one has none and gRPC's fixed message. The real
+    status is unknown (a drain's UNAVAILABLE, typically), so the stream is retried."""
+    if rpc_error.code() != grpc.StatusCode.INTERNAL:
+        return False
+    details = rpc_error.details() or ""
+    trailing = rpc_error.trailing_metadata() or ()
+    has_status = any(key == "grpc-status-details-bin" for key, _ in trailing)
+    return details.startswith("Internal error from Core") and not has_status
+
+
 def retry_after(error: TrajgradeError) -> float:
     """The server's retry-after hint in seconds (ErrorInfo `retry_after_ms`), else 0."""
     metadata = error.metadata if isinstance(error, ServiceError) else {}
@@ -612,10 +625,13 @@ class _ClientBase:
         deadline: float | None,
         *,
         answered: bool = False,
+        lost: bool = False,
     ) -> float | None:
         """Seconds to sleep before retrying, or None to give up and raise `error`: the jittered
-        back-off, but never less than the server's retry-after."""
-        if not retryable(error, answered=answered) or attempt >= self._opts.retry.max_attempts:
+        back-off, but never less than the server's retry-after. `lost`: see lost_status."""
+        if attempt >= self._opts.retry.max_attempts:
+            return None
+        if not lost and not retryable(error, answered=answered):
             return None
         delay = max(self._opts.retry.backoff(attempt, self._opts.rng), retry_after(error))
         left = _remaining(deadline)
@@ -831,7 +847,9 @@ class Client(_ClientBase):
                         state.inline = True
                         continue
                     attempt += 1
-                    delay = self._wait(attempt, error, deadline, answered=answered)
+                    delay = self._wait(
+                        attempt, error, deadline, answered=answered, lost=lost_status(rpc_error)
+                    )
                     if delay is None:
                         raise error from rpc_error
                     time.sleep(delay)
@@ -1015,7 +1033,9 @@ class AsyncClient(_ClientBase):
                         state.inline = True
                         continue
                     attempt += 1
-                    delay = self._wait(attempt, error, deadline, answered=answered)
+                    delay = self._wait(
+                        attempt, error, deadline, answered=answered, lost=lost_status(rpc_error)
+                    )
                     if delay is None:
                         raise error from rpc_error
                     await asyncio.sleep(delay)

@@ -3,6 +3,7 @@ retried no sooner than the server's retry-after; CANCELLED only when no handler 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from trajgrade.client import (
     Client,
     ResourceExhaustedError,
     RetryPolicy,
+    lost_status,
     retryable,
 )
 from trajgrade.traces import trace_bytes
@@ -161,3 +163,47 @@ def test_retry_rule_for_cancelled() -> None:
     assert not retryable(_error(grpc.StatusCode.CANCELLED, "Channel closed!", {}))
     # A stream that got answers in this attempt: its requests were being handled.
     assert not retryable(gone, answered=True)
+
+
+def test_lost_status_is_only_grpc_aio_s_made_up_internal() -> None:
+    class Fake(grpc.RpcError):
+        def __init__(self, code: grpc.StatusCode, details: str, trailing: Any = ()) -> None:
+            self._code, self._details, self._trailing = code, details, trailing
+
+        def code(self) -> grpc.StatusCode:
+            return self._code
+
+        def details(self) -> str:
+            return self._details
+
+        def trailing_metadata(self) -> Any:
+            return self._trailing
+
+    assert lost_status(Fake(grpc.StatusCode.INTERNAL, "Internal error from Core"))
+    # Our server's INTERNAL (a bug it reports) carries its status details: never retried.
+    ours = (("grpc-status-details-bin", b"..."),)
+    assert not lost_status(Fake(grpc.StatusCode.INTERNAL, "Internal error from Core", ours))
+    assert not lost_status(Fake(grpc.StatusCode.INTERNAL, "internal error; the server log"))
+    assert not lost_status(Fake(grpc.StatusCode.UNAVAILABLE, "Internal error from Core"))
+
+
+async def test_async_stream_survives_servers_stopping_mid_stream(make_server: Any) -> None:
+    """A stream ended by the server while the client still writes: grpc.aio may report a
+    made-up INTERNAL instead of the server's status; the client reopens the stream anyway."""
+    policy = RetryPolicy(max_attempts=50, initial_backoff=0.05, max_backoff=0.2)
+    traces = [trace(f"s{i}", amount=5000 if i % 3 else 1) for i in range(300)]
+    for _ in range(4):
+        server = make_server()
+
+        async def source() -> Any:
+            for t in traces:
+                yield t
+                await asyncio.sleep(0.001)
+
+        outcomes = []
+        async with AsyncClient(server.target, retry=policy, timeout=60) as client:
+            async for outcome in client.grade_stream(source(), SUITE, chunk_size=1):
+                outcomes.append(outcome)
+                if len(outcomes) == 100:
+                    threading.Thread(target=lambda s=server: (s.stop(), s.start())).start()
+        assert outcomes == expected(*traces)
