@@ -4,6 +4,9 @@ and remove the run state): --resume, and a fresh run, then complete with the sam
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -151,3 +154,50 @@ def test_finished_run_whose_output_was_deleted_says_what_to_do(
     out.unlink()
     with pytest.raises(resume.ResumeError, match="output is gone"):
         regrade([str(workload["jsonl"])], workload["suite"], str(out), resume=True)
+
+
+_KILL_AT_FIRST_UNLINK = """
+import os, signal, sys
+from trajgrade.regrade import regrade, resume
+
+class KillingOs:
+    def __getattr__(self, name):
+        if name == "unlink":  # the first removal after OUT was renamed into place
+            return lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+        return getattr(os, name)
+
+real_finish = resume.RunState.finish
+def finish(state):
+    resume.os = KillingOs()
+    real_finish(state)
+resume.RunState.finish = finish
+regrade([sys.argv[1]], sys.argv[2], sys.argv[3], chunk_size=200)
+"""
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_kill_9_after_out_is_renamed_then_the_cli_completes(
+    workload: dict[str, Path], tmp_path: Path, suffix: str
+) -> None:
+    """The reported defect, with a real kill -9 in the window between the rename onto OUT and
+    the removal of OUT.parts: both `--resume` and a fresh run exited 2."""
+    reference = tmp_path / f"reference.{suffix}"
+    regrade([str(workload["jsonl"])], workload["suite"], str(reference), chunk_size=CHUNK)
+    for rerun in ("--resume", None):
+        out = tmp_path / f"{rerun or 'fresh'}.{suffix}"
+        args = [str(workload["jsonl"]), str(workload["suite"]), str(out)]
+        killed = subprocess.run(
+            [sys.executable, "-c", _KILL_AT_FIRST_UNLINK, *args], check=False, timeout=120
+        )
+        assert killed.returncode == -signal.SIGKILL
+        assert out.read_bytes() == reference.read_bytes()  # OUT complete, state left behind
+        assert (out.with_name(out.name + ".parts") / resume.MANIFEST).exists()
+        command = [
+            sys.executable, "-m", "trajgrade.commands.regrade", str(workload["jsonl"]),
+            "--suite", str(workload["suite"]), "--out", str(out), "--chunk-size", str(CHUNK),
+            "--no-progress", *([rerun] if rerun else []),
+        ]  # fmt: skip
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert out.read_bytes() == reference.read_bytes()
+        assert not out.with_name(out.name + ".parts").exists()
