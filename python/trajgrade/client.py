@@ -9,9 +9,11 @@ production:
   balancer, or one whose LRU dropped it) gets the suite inline in the same call, so a fleet of
   stateless replicas needs no sticky sessions.
 * Every call has a deadline (`timeout`, default 30 s; `grade_stream` has none unless given).
-  UNAVAILABLE, and RESOURCE_EXHAUSTED when the server's queue is full, are retried with
-  exponential back-off and jitter, within the deadline and at most `RetryPolicy.max_attempts`
-  times. Grading is a pure function, so every RPC is safe to repeat.
+  UNAVAILABLE, RESOURCE_EXHAUSTED when the server has no capacity (queue full, too many
+  calls: never sooner than its retry-after), and CANCELLED from gRPC before any handler saw
+  the call are retried with exponential back-off and jitter, within the deadline and at most
+  `RetryPolicy.max_attempts` times. Grading is a pure function, so every RPC is safe to
+  repeat.
 * `grade_stream` sends `stream_chunk` traces (default 256) per StreamGradeTraces message; the
   server grades each chunk as one batch, so a stream runs at batch speed rather than at gRPC's
   per-message rate. `chunk_size=1` sends the single-trace form that older servers understand.
@@ -52,6 +54,7 @@ from trajgrade.wire import length_delimited as _field
 
 __all__ = [
     "AsyncClient",
+    "CancelledError",
     "Client",
     "DeadlineExceededError",
     "Outcome",
@@ -107,6 +110,11 @@ class UnauthenticatedError(ServiceError):
     """UNAUTHENTICATED: missing or wrong bearer token."""
 
 
+class CancelledError(ServiceError):
+    """CANCELLED by the server side: gRPC dropped the call before any handler saw it (its
+    backlog overflowed, or the server stopped); retried."""
+
+
 # Reason codes of the core's LimitExceededError; the server sends them as INVALID_ARGUMENT.
 _LIMIT_REASONS: Final = (
     "TRACE_TOO_LARGE",
@@ -127,6 +135,7 @@ _STATUS_TABLE: Final[tuple[tuple[grpc.StatusCode, str | None, type[TrajgradeErro
     (grpc.StatusCode.DEADLINE_EXCEEDED, None, DeadlineExceededError),
     (grpc.StatusCode.UNAVAILABLE, None, UnavailableError),
     (grpc.StatusCode.UNAUTHENTICATED, None, UnauthenticatedError),
+    (grpc.StatusCode.CANCELLED, None, CancelledError),
     (grpc.StatusCode.INTERNAL, None, InternalError),
 )
 
@@ -182,7 +191,8 @@ def error_from_rpc(error: grpc.RpcError) -> TrajgradeError:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential back-off with jitter for UNAVAILABLE and a full queue.
+    """Exponential back-off with jitter for UNAVAILABLE, an overloaded server and CANCELLED
+    before any handler ran (`retryable`); never sooner than the server's retry-after.
 
     Attempt n (n >= 2) waits `min(max_backoff, initial_backoff * multiplier ** (n - 2))`, minus
     up to `jitter` of it at random; retrying stops after `max_attempts` attempts or when the
@@ -210,12 +220,44 @@ class RetryPolicy:
 NO_RETRY: Final = RetryPolicy(max_attempts=1)
 
 
-def retryable(error: TrajgradeError) -> bool:
-    """UNAVAILABLE always; RESOURCE_EXHAUSTED only from the server's full queue (a message over
-    the size limit would be refused again)."""
+# RESOURCE_EXHAUSTED reasons that mean "no capacity now" (a message over the size limit,
+# RESOURCE_EXHAUSTED without a reason, would be refused again).
+_OVERLOAD_REASONS: Final = ("QUEUE_FULL", "TOO_MANY_RPCS")
+_LOCAL_CANCEL: Final = ("Locally cancelled", "Channel closed")
+
+
+def retryable(error: TrajgradeError, *, answered: bool = False) -> bool:
+    """UNAVAILABLE always; RESOURCE_EXHAUSTED only when the server had no capacity (queue
+    full, too many calls); CANCELLED only when no handler of the server answered (no
+    ErrorInfo) and, for a stream, no answer came back in that attempt (`answered`)."""
     if isinstance(error, UnavailableError):
         return True
-    return isinstance(error, ResourceExhaustedError) and error.reason_code == "QUEUE_FULL"
+    if isinstance(error, CancelledError):
+        local = error.message.startswith(_LOCAL_CANCEL)  # this client cancelled or closed it
+        return not answered and not error.metadata and not local
+    return isinstance(error, ResourceExhaustedError) and error.reason_code in _OVERLOAD_REASONS
+
+
+def lost_status(rpc_error: grpc.RpcError) -> bool:
+    """A stream's INTERNAL that grpc.aio made up on the client: a write issued after the server
+    ended the call replaces the server's status (grpc/grpc issue 36066). Our server's own
+    INTERNAL always carries an ErrorInfo; this one has none and gRPC's fixed message. The real
+    status is unknown (a drain's UNAVAILABLE, typically), so the stream is retried."""
+    if rpc_error.code() != grpc.StatusCode.INTERNAL:
+        return False
+    details = rpc_error.details() or ""
+    trailing = rpc_error.trailing_metadata() or ()
+    has_status = any(key == "grpc-status-details-bin" for key, _ in trailing)
+    return details.startswith("Internal error from Core") and not has_status
+
+
+def retry_after(error: TrajgradeError) -> float:
+    """The server's retry-after hint in seconds (ErrorInfo `retry_after_ms`), else 0."""
+    metadata = error.metadata if isinstance(error, ServiceError) else {}
+    try:
+        return max(int(metadata.get("retry_after_ms", "0")), 0) / 1000.0
+    except ValueError:
+        return 0.0
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -576,11 +618,22 @@ class _ClientBase:
     def _call_deadline(self, timeout: _Unset) -> float | None:
         return _deadline(self._opts.timeout if isinstance(timeout, _Default) else timeout)
 
-    def _wait(self, attempt: int, error: TrajgradeError, deadline: float | None) -> float | None:
-        """Seconds to sleep before retrying, or None to give up and raise `error`."""
-        if not retryable(error) or attempt >= self._opts.retry.max_attempts:
+    def _wait(
+        self,
+        attempt: int,
+        error: TrajgradeError,
+        deadline: float | None,
+        *,
+        answered: bool = False,
+        lost: bool = False,
+    ) -> float | None:
+        """Seconds to sleep before retrying, or None to give up and raise `error`: the jittered
+        back-off, but never less than the server's retry-after. `lost`: see lost_status."""
+        if attempt >= self._opts.retry.max_attempts:
             return None
-        delay = self._opts.retry.backoff(attempt, self._opts.rng)
+        if not lost and not retryable(error, answered=answered):
+            return None
+        delay = max(self._opts.retry.backoff(attempt, self._opts.rng), retry_after(error))
         left = _remaining(deadline)
         if left is not None and delay >= left:
             return None
@@ -796,12 +849,14 @@ class Client(_ClientBase):
                 call = self._stream(
                     feed.requests(epoch), timeout=_remaining(deadline), metadata=self._opts.metadata
                 )
+                answered = False
                 try:
                     for response in call:
                         with cond:
                             due = [d for o in _outcomes(response) for d in state.answer(o)]
                             cond.notify_all()
                         attempt = 0  # progress: the attempt budget is for consecutive failures
+                        answered = True
                         yield from due
                     with cond:
                         due = state.tail()
@@ -820,7 +875,9 @@ class Client(_ClientBase):
                         state.inline = True
                         continue
                     attempt += 1
-                    delay = self._wait(attempt, error, deadline)
+                    delay = self._wait(
+                        attempt, error, deadline, answered=answered, lost=lost_status(rpc_error)
+                    )
                     if delay is None:
                         raise error from rpc_error
                     time.sleep(delay)
@@ -997,11 +1054,13 @@ class AsyncClient(_ClientBase):
                     timeout=_remaining(deadline),
                     metadata=self._opts.metadata,
                 )
+                answered = False
                 try:
                     async for response in call:
                         due = [d for o in _outcomes(response) for d in state.answer(o)]
                         feed.space.set()
                         attempt = 0
+                        answered = True
                         for outcome in due:
                             yield outcome
                     for outcome in state.tail():
@@ -1019,7 +1078,9 @@ class AsyncClient(_ClientBase):
                         state.inline = True
                         continue
                     attempt += 1
-                    delay = self._wait(attempt, error, deadline)
+                    delay = self._wait(
+                        attempt, error, deadline, answered=answered, lost=lost_status(rpc_error)
+                    )
                     if delay is None:
                         raise error from rpc_error
                     await asyncio.sleep(delay)

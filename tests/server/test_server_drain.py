@@ -224,3 +224,41 @@ async def test_sigterm_during_a_chunked_stream_answers_every_accepted_chunk(
         lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
         drained = [line for line in lines if line["msg"].startswith("drained")]
         assert drained, log_path.read_text()
+
+
+async def test_sigterm_with_an_idle_single_trace_stream_drains_at_once(
+    tmp_path: Path, valid_cases: list[Case], reference: _core.Grader
+) -> None:
+    """The reported defect: a single-trace stream left open made the drain wait out the grace
+    period (20 s here), cut the stream, and still log `drained in 20.0s`."""
+    async with _serving(tmp_path) as (address, process, log_path):
+        case = valid_cases[0]
+        message = g.StreamGradeTracesRequest(trace=case.trace, suite=case.suite).SerializeToString()
+        (expected,) = reference.grade_requests([request_for(case).SerializeToString()])
+        keep_open = asyncio.Event()
+
+        async def messages() -> AsyncIterator[bytes]:
+            for _ in range(3):
+                yield message
+            await keep_open.wait()  # neither more messages nor a half-close
+
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = channel.stream_stream(SERVICE + "StreamGradeTraces")(messages())
+            for _ in range(3):
+                assert await call.read() == length_delimited(1, expected)
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await call.read()
+            info = error_info(err.value.trailing_metadata())
+            assert info is not None, (err.value.code(), err.value.details())
+            assert (err.value.code(), info.reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
+            assert await asyncio.to_thread(process.wait, 30) == 0, log_path.read_text()
+            took = time.monotonic() - started
+            keep_open.set()
+        assert took < 5, took  # not the 20 s grace period
+        lines = [json.loads(x) for x in log_path.read_text().splitlines() if x.startswith("{")]
+        (drained,) = [line for line in lines if line["msg"].startswith("drained")]
+        seconds = float(drained["msg"].split()[2].rstrip("s;"))
+        assert seconds < took  # the true figure, not the grace period
+        assert drained["answered"] == {"UNAVAILABLE": 1}  # the stream, ended after its 3 answers

@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import ipaddress
 import urllib.request
+from dataclasses import fields
 from pathlib import Path
 
 import grpc
@@ -363,3 +364,11 @@ def test_settings_mask_the_token_in_logs() -> None:
     assert settings.describe()["auth_token"] == "***"
     assert "hunter2" not in repr(settings.describe())
     assert "hunter2" not in repr(settings)
+
+
+def test_every_setting_is_in_the_docs_settings_table() -> None:
+    """docs/server.md lists each flag with its env var (new settings must not go undocumented)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    rows = {line.split("|")[2].strip() for line in text.splitlines() if line.startswith("| `--")}
+    missing = [f.name for f in fields(Settings) if f"`{Settings.env_var(f.name)}`" not in rows]
+    assert not missing, missing

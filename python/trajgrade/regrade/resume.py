@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ MANIFEST = "manifest.json"
 # JSONL output: the committed rows, appended chunk by chunk and renamed onto the output at
 # the end (no copy); the manifest records how many of its bytes are committed.
 ROWS = "rows.jsonl"
+# Parquet output: the parts assembled, waiting to be renamed onto the output.
+ASSEMBLED = "output.parquet"
 VERSION = 2
 
 
@@ -63,6 +64,13 @@ class RunState:
     two leaves an orphan part k that --resume deletes. At the end the parts are assembled into
     a temp file renamed onto the output.
     Either way the output is the previous file or the complete new one, never half written.
+
+    The finish is crash-safe at every step (finish()): the complete output is staged in the
+    run directory (the rows file, or the assembled parts), the manifest is marked `finished`,
+    the staged file is renamed onto the output, then the run directory is removed, manifest
+    last. A run that finds a `finished` manifest completes those last steps (rename if the
+    staged file is still there, then the removal) instead of grading again: --resume then
+    returns the recorded summary, a fresh run starts over afterwards.
     """
 
     out: Path
@@ -72,6 +80,7 @@ class RunState:
     position: Position = field(default_factory=Position)
     summary: Summary | None = None
     rows_bytes: int = 0
+    finished: bool = False  # the output is complete: nothing is left to grade
 
     @property
     def directory(self) -> Path:
@@ -86,6 +95,12 @@ class RunState:
         state = cls(out, fmt, {"version": VERSION, **identity})
         manifest = state.directory / MANIFEST
         if manifest.exists():
+            if not resume and _finished(manifest):
+                # The last run got as far as staging its complete output: put it in place and
+                # clear the state, then start over as asked.
+                finishing = cls(out, fmt, {}, finished=True)
+                finishing.finish()
+                return cls.open(out, fmt, identity, resume=False)
             if not resume:
                 raise ResumeError(
                     f"an interrupted run toward {out} is in {state.directory}; pass --resume to "
@@ -106,6 +121,10 @@ class RunState:
             state.position = Position.from_json(raw["position"])
             state.summary = Summary.from_json(raw["summary"])
             state.rows_bytes = raw.get("rows_bytes", 0)
+            if raw.get("finished", False):
+                state.finished = True
+                state.finish()
+                return state
             # Rows or parts past the manifest were written but never committed: regrade them.
             if fmt == "jsonl":
                 with state.rows_path.open("r+b") as rows:
@@ -151,31 +170,72 @@ class RunState:
             os.replace(tmp, final)
         self.chunks = index + 1
         self.position = position
+        self.summary = summary
+        self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        assert self.summary is not None
         _replace_json(
             self.directory / MANIFEST,
             {
                 "identity": self.identity,
                 "chunks": self.chunks,
-                "position": position.to_json(),
-                "summary": summary.to_json(),
+                "position": self.position.to_json(),
+                "summary": self.summary.to_json(),
                 "rows_bytes": self.rows_bytes,
+                "finished": self.finished,
             },
         )
 
+    @property
+    def staged_path(self) -> Path:
+        """The complete output, waiting in the run directory to be renamed onto `out`."""
+        return self.rows_path if self.fmt == "jsonl" else self.directory / ASSEMBLED
+
     def finish(self) -> None:
-        """Put the output in place atomically, then drop the run state."""
-        if self.fmt == "jsonl":  # every row is committed (fsynced) in the rows file already
-            os.replace(self.rows_path, self.out)
-        else:
-            tmp = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
-            try:
-                concatenate((self.part(i) for i in range(self.chunks)), tmp)
-                os.replace(tmp, self.out)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+        """Put the output in place atomically, then drop the run state.
+
+        Every step can be interrupted: until the manifest says `finished`, --resume finds the
+        committed chunks as before; from then on, open() completes the remaining steps (each
+        one is done again or skipped when already done).
+        """
+        staged = self.staged_path
+        if not self.finished:
+            if self.fmt == "parquet":  # JSONL: every row is committed in the rows file already
+                concatenate((self.part(i) for i in range(self.chunks)), staged)
+            if self.summary is None:  # no chunk at all (empty inputs)
+                self.summary = Summary()
+            self.finished = True
+            self._write_manifest()
+        if staged.exists():
+            os.replace(staged, self.out)
+            _fsync_dir(self.out.parent)
+        elif not self.out.exists():
+            raise ResumeError(
+                f"the run toward {self.out} had finished, but the output is gone; delete "
+                f"{self.directory} to start over"
+            )
+        # The manifest goes last: while it exists, a rerun knows the output is complete.
+        for leftover in self.directory.iterdir():
+            if leftover.name != MANIFEST:
+                _remove(leftover)
+        os.unlink(self.directory / MANIFEST)
+        os.rmdir(self.directory)
         _fsync_dir(self.out.parent)
-        shutil.rmtree(self.directory)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _finished(manifest: Path) -> bool:
+    try:
+        return bool(json.loads(manifest.read_text(encoding="utf-8")).get("finished", False))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _committed(path: Path, chunks: int) -> bool:

@@ -20,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from trajgrade import _core
 from trajgrade.server import logs
+from trajgrade.server.admission import Admission
 from trajgrade.server.auth import BearerTokenInterceptor
 from trajgrade.server.batcher import Batcher
 from trajgrade.server.metrics import ServerMetrics
@@ -27,6 +28,14 @@ from trajgrade.server.servicer import SERVICE_NAME, GraderServicer, generic_hand
 from trajgrade.server.settings import Settings
 
 log = logging.getLogger("trajgrade.server")
+
+# Drain: how long without a new call counts as "gRPC's backlog is empty"; the most time spent
+# letting those calls in to refuse them, past the grace period if need be (a refusal costs
+# microseconds, a CANCELLED call an unexplained failure); and the grace given to the refusals
+# still running when the server stops.
+_QUIET_S = 0.1
+_MAX_SETTLE_S = 5.0
+_STOP_GRACE_S = 0.2
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -84,6 +93,8 @@ class GradingServer:
         self.metrics_port: int | None = None
         self._server: grpc.aio.Server | None = None
         self._batcher: Batcher | None = None
+        self._servicer: GraderServicer | None = None
+        self._admission: Admission | None = None
         self._control: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopped = asyncio.Event()
         self._shutting_down = False
@@ -102,6 +113,11 @@ class GradingServer:
             # gRPC sets SO_REUSEPORT by default on Linux, so a second server would silently share
             # the port; only --workers asks for sharing, otherwise a taken port is an error.
             ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
+            # gRPC's backlog of calls not yet taken by the event loop. Its defaults (1,000, then
+            # random early drops up to 3,000) cancel a burst's calls before any handler runs;
+            # sized here so overload reaches our own RESOURCE_EXHAUSTED (queue, call cap).
+            ("grpc.server.max_pending_requests", s.max_pending_rpcs),
+            ("grpc.server.max_pending_requests_hard_limit", s.max_pending_rpcs),
         ]
 
     async def start(self) -> list[int]:
@@ -119,23 +135,28 @@ class GradingServer:
             max_queue_bytes=s.max_queue_bytes,
             executor_threads=s.executor_threads,
             metrics=self.metrics,
+            retry_after_ms=s.retry_after_ms,
         )
         self._control = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="trajgrade-control"
         )
-        servicer = GraderServicer(
+        servicer = self._servicer = GraderServicer(
             self.grader,
             self._batcher,
             self._control,
             stream_window=s.stream_window,
             max_batch_items=s.max_batch_items,
         )
-        server = grpc.aio.server(
-            interceptors=interceptors,
-            options=self._options(),
-            maximum_concurrent_rpcs=s.max_concurrent_rpcs,
+        # No maximum_concurrent_rpcs for grpc.aio: it does not refuse calls, it stops taking
+        # them, and they wait in gRPC's backlog until they are cancelled (admission.py).
+        server = grpc.aio.server(interceptors=interceptors, options=self._options())
+        self._admission = Admission(
+            generic_handler(servicer, self.metrics),
+            self.metrics,
+            max_concurrent_rpcs=s.max_concurrent_rpcs,
+            retry_after_ms=s.retry_after_ms,
         )
-        server.add_generic_rpc_handlers((generic_handler(servicer, self.metrics),))
+        server.add_generic_rpc_handlers((self._admission,))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for name in (health.OVERALL_HEALTH, SERVICE_NAME):
             await self.health.set(name, _NOT_SERVING)
@@ -174,7 +195,7 @@ class GradingServer:
     async def shutdown(self, grace: float | None = None) -> bool:
         """Drain: NOT_SERVING, refuse new work, finish accepted work within grace, stop.
 
-        Returns True when every accepted request was answered within the grace period.
+        Returns True when every accepted call was answered within the grace period.
         """
         if self._shutting_down:
             await self._stopped.wait()
@@ -182,20 +203,31 @@ class GradingServer:
         self._shutting_down = True
         grace = self.settings.grace_period_s if grace is None else grace
         started = time.monotonic()
+        until = started + grace
         log.info("draining (grace %.1fs): health NOT_SERVING, refusing new work", grace)
         await self.health.enter_graceful_shutdown()
         drained = True
+        # New calls get UNAVAILABLE (SHUTTING_DOWN) from our handlers from here on, queued work
+        # is still graded, and open streams end once their accepted messages are answered. The
+        # port stays open meanwhile: health checks see NOT_SERVING rather than a refused
+        # connection, and callers get a status that says why.
+        if self._admission is not None:
+            self._admission.draining = True
         if self._batcher is not None:
-            # New work gets UNAVAILABLE (SHUTTING_DOWN) from here on; queued work is still
-            # graded. The port stays open meanwhile, so health checks see NOT_SERVING rather
-            # than a refused connection, and callers get a status that says why.
             self._batcher.close()
+            if self._servicer is not None:
+                self._servicer.close_streams()
             drained = await self._batcher.drain(grace)
+        if self._admission is not None:
+            # Accepted calls still sending their answers (streams, RegisterSuite, ...).
+            drained = await self._admission.wait_idle(until - time.monotonic()) and drained
+            # Calls gRPC still holds, not yet handed to a handler, would be CANCELLED by the
+            # stop: let them in to be refused (UNAVAILABLE) until none has arrived for a moment.
+            await self._settle(time.monotonic() + _MAX_SETTLE_S)
+        # Accepted calls still running now are past the grace period: the stop cuts them.
+        cut = 0 if self._admission is None else self._admission.active
         if self._server is not None:
-            # Now refuse new calls outright and give running handlers what is left of the grace
-            # period to send their answers (and unary control calls such as RegisterSuite).
-            left = max(grace - (time.monotonic() - started), 0.5)
-            await self._server.stop(left)
+            await self._server.stop(max(until - time.monotonic(), _STOP_GRACE_S))
         if self._batcher is not None:
             await self._batcher.stop()
         if self._control is not None:
@@ -208,11 +240,26 @@ class GradingServer:
             log.info("drained in %.2fs; stopped", elapsed, extra={"answered": answered})
         else:
             log.error(
-                "grace period of %.1fs ran out with work still running",
+                "grace period of %.1fs ran out with work still running (%d calls cut); "
+                "stopped after %.2fs",
                 grace,
+                cut,
+                elapsed,
                 extra={"answered": answered},
             )
         return drained
+
+    async def _settle(self, until: float) -> None:
+        """Wait (at most until `until`) for _QUIET_S without a new call, and for the refusals
+        to have sent their status."""
+        admission = self._admission
+        assert admission is not None
+        while True:
+            now = time.monotonic()
+            quiet_at = admission.last_arrival + _QUIET_S
+            if now >= until or (now >= quiet_at and not admission.refusing):
+                return
+            await asyncio.sleep(min(max(quiet_at - now, 0.01), until - now))
 
     async def force_stop(self) -> None:
         """Cancel every running RPC now (a second SIGTERM/SIGINT during the drain)."""

@@ -69,6 +69,7 @@ class Batcher:
         max_queue_bytes: int,
         executor_threads: int,
         metrics: ServerMetrics,
+        retry_after_ms: int = 100,
     ) -> None:
         self._grader = grader
         self._max_batch = max_batch_size
@@ -81,6 +82,8 @@ class Batcher:
         self._queued_bytes = 0
         self._closed = False
         self._wakeup = asyncio.Event()
+        self._retry_after_ms = retry_after_ms
+        self._room = asyncio.Event()  # set when an item leaves the queue (or on close)
         self._slots = asyncio.Semaphore(executor_threads)
         self._running: set[asyncio.Task[None]] = set()
         self._collector: asyncio.Task[None] | None = None
@@ -111,6 +114,7 @@ class Batcher:
         """Refuse new items from now on; items already queued are still graded."""
         self._closed = True
         self._wakeup.set()
+        self._room.set()
 
     async def drain(self, timeout: float | None) -> bool:
         """Wait until every accepted item has its answer; False if the timeout cut it short."""
@@ -165,15 +169,14 @@ class Batcher:
         if self._closed:
             self._metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDownError("the server is shutting down; retry on another replica")
-        if len(self._queue) >= self._max_items or (
-            self._queue and self._queued_bytes + len(payload) > self._max_bytes
-        ):
+        if self.full(len(payload)):
             self._metrics.rejected.labels("queue_full").inc()
             raise QueueFullError(
                 f"grading queue is full ({len(self._queue)} items, {self._queued_bytes} bytes); "
                 "retry with backoff",
                 max_queue_size=str(self._max_items),
                 max_queue_bytes=str(self._max_bytes),
+                retry_after_ms=str(self._retry_after_ms),
             )
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -190,6 +193,19 @@ class Batcher:
         self._metrics.queue_depth.set(len(self._queue))
         self._wakeup.set()
         return entry.future
+
+    def full(self, size: int = 0) -> bool:
+        """True when an item of `size` bytes would be refused for room now."""
+        return len(self._queue) >= self._max_items or (
+            bool(self._queue) and self._queued_bytes + size > self._max_bytes
+        )
+
+    async def wait_for_room(self, size: int = 0) -> None:
+        """Return once an item of `size` bytes fits (or the batcher closed): back-pressure for
+        a caller that would rather wait than be refused (a stream with nothing in flight)."""
+        while self.full(size) and not self._closed:
+            self._room.clear()
+            await self._room.wait()
 
     async def grade(
         self, payload: bytes, deadline: float | None, cancel: _core.CancelToken | None = None
@@ -213,6 +229,7 @@ class Batcher:
         entry = self._queue.popleft()
         self._queued_bytes -= entry.size
         self._metrics.queue_depth.set(len(self._queue))
+        self._room.set()
         return entry
 
     def _alive(self, entry: _Entry, now: float) -> bool:

@@ -20,6 +20,7 @@ from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.status import (
     QueueFullError,
     RequestInvalidError,
+    ShuttingDownError,
     SuiteUnknownError,
     TooManyTracesError,
     to_status,
@@ -90,6 +91,13 @@ class GraderServicer:
         self._control = control
         self._window = stream_window
         self._max_batch_items = max_batch_items
+        self._windows: set[_Window] = set()  # the open streams, for close_streams()
+
+    def close_streams(self) -> None:
+        """Drain: every open stream ends (UNAVAILABLE / SHUTTING_DOWN) once the answers to the
+        messages it had accepted are sent, instead of waiting for its caller's next message."""
+        for window in self._windows:
+            window.close()
 
     async def grade_trace(self, request: bytes, context: Ctx) -> bytes:
         """GradeTrace: through the batcher; the core answers GradeTraceResponse bytes."""
@@ -140,7 +148,7 @@ class GraderServicer:
         """The compiled suite of a suite_ref: an inline Suite's bytes, or a suite_id's text."""
         if inline:
             return self._grader.compile_suite(value)
-        suite_id = value.decode("utf-8", errors="replace")
+        suite_id = wire.text(value, "suite_id")
         suite = self._grader.get_suite(suite_id)
         if suite is None:
             raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
@@ -161,14 +169,16 @@ class GraderServicer:
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""
-        suite = wire.field_value(request, _SUITE) or b""
+        suite = wire.message_field(request, _SUITE, "suite") or b""
         loop = asyncio.get_running_loop()
         suite_id = await loop.run_in_executor(self._control, self._grader.register_suite, suite)
         return grader_service_pb2.RegisterSuiteResponse(suite_id=suite_id).SerializeToString()
 
     async def get_suite(self, request: bytes, context: Ctx) -> bytes:
         """GetSuite: the registered suite, as the core keeps it."""
-        suite_id = grader_service_pb2.GetSuiteRequest.FromString(request).suite_id
+        # Read by hand, not by protobuf: a malformed request or an id that is not UTF-8 is
+        # the caller's INVALID_ARGUMENT, not a decode exception (INTERNAL).
+        suite_id = wire.string_field(request, _SUITE, "suite_id")
         if not suite_id:
             raise RequestInvalidError("suite_id is required", field="suite_id")
         compiled = self._grader.get_suite(suite_id)
@@ -194,6 +204,9 @@ class GraderServicer:
         """
         with cancellation(context) as token:
             window = _Window(self._window)
+            if self._batcher.closed:
+                window.close()
+            self._windows.add(window)
             reader = asyncio.get_running_loop().create_task(
                 self._read_stream(requests, context, window, token)
             )
@@ -217,6 +230,7 @@ class GraderServicer:
                         yield length_delimited(_OUTCOME, response)
                     window.release(item)
             finally:
+                self._windows.discard(window)
                 reader.cancel()
                 # Whatever is still queued for this stream has nobody to go to: let the batcher
                 # skip it.
@@ -233,6 +247,7 @@ class GraderServicer:
         # chunks, whether it is inline and its value.
         suite_field: bytes | None = None
         suite: tuple[bool, bytes] = (False, b"")
+        checked: tuple[bool, bytes] | None = None  # the suite reference last found usable
         try:
             async for message in requests:
                 traces, found = wire.split_fields(
@@ -245,6 +260,9 @@ class GraderServicer:
                     start, value_start, end = found[number]
                     suite_field = message[start:end]
                     suite = (number == _STREAM_SUITE, message[value_start:end])
+                    if suite != checked:
+                        await self._check_suite(*suite)
+                        checked = suite
                 elif suite_field is None:
                     raise RequestInvalidError(
                         "the first StreamGradeTracesRequest must set suite or suite_id",
@@ -265,6 +283,17 @@ class GraderServicer:
             raise
         except Exception as exc:  # delivered in order, after the outcomes already accepted
             window.finish(exc)
+
+    async def _check_suite(self, inline: bool, value: bytes) -> None:
+        """A stream's suite reference, checked when it is set: a bad suite (undecodable,
+        invalid, over max_suite_bytes) or a bad or unknown suite_id ends the stream with its
+        status. Without this, the core would see the suite only inside each single-trace
+        message, where an undecodable suite is indistinguishable from an undecodable trace."""
+        if inline:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._control, self._grader.compile_suite, value)
+        else:
+            self._suite(inline=False, value=value)
 
     def _chunk(
         self,
@@ -303,9 +332,10 @@ class GraderServicer:
                 )
             except QueueFullError:
                 pending = window.in_flight()
-                if not pending:
-                    raise
-                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if pending:  # its own earlier messages free room as they are graded
+                    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                else:  # nothing of its own to wait for: stop reading until the queue has room
+                    await self._batcher.wait_for_room(len(item.request))
 
 
 class _Pending:
@@ -340,8 +370,14 @@ class _Window:
         self._head: _Pending | None = None  # taken by the responder, answer not yet sent
         self._traces = 0
         self._end: tuple[BaseException | None] | None = None
+        self._closing = False  # the server drains: end once nothing accepted is left
         # One event for both sides; each waiter re-checks its condition after waking.
         self._changed = asyncio.Event()
+
+    def close(self) -> None:
+        """The server is draining: next() ends the stream once no accepted message is left."""
+        self._closing = True
+        self._changed.set()
 
     def add(self, item: _Pending) -> None:
         self._queued.append(item)
@@ -368,6 +404,12 @@ class _Window:
                 return self._head
             if self._end is not None:
                 return self._end[0]
+            if self._closing:
+                # Every accepted message is answered; what the caller sends next is refused
+                # as it would be by a new call (the Python client resends unanswered traces).
+                return ShuttingDownError(
+                    "the server is shutting down; retry the rest of the stream on another replica"
+                )
             self._changed.clear()
             await self._changed.wait()
 

@@ -39,6 +39,12 @@ def _opt_str(text: str) -> str | None:
     return None if text == "" else text
 
 
+def _given_str(text: str) -> str:
+    # Unlike _opt_str, "" stays "": for the token settings an explicitly empty value is a
+    # misconfiguration to report, not "unset" (which would silently turn authentication off).
+    return text
+
+
 def _setting(
     default: Any,
     help: str,
@@ -69,7 +75,21 @@ class Settings:
         64 * MIB, "largest gRPC message accepted or sent, in bytes", int
     )
     max_concurrent_rpcs: int | None = _setting(
-        None, "RPCs handled at once per worker before gRPC refuses more (unset: no cap)", _opt_int
+        None,
+        "GraderService calls handled at once per worker; more are answered RESOURCE_EXHAUSTED "
+        "(TOO_MANY_RPCS, with retry-after) (unset: no cap)",
+        _opt_int,
+    )
+    max_pending_rpcs: int = _setting(
+        16_384,
+        "calls gRPC holds before the server takes them (its pending-request backlog); past it "
+        "gRPC cancels calls unseen, so keep it above the largest burst (at least max_queue_size)",
+        int,
+    )
+    retry_after_ms: int = _setting(
+        100,
+        "retry-after sent with RESOURCE_EXHAUSTED for a full queue or too many calls",
+        int,
     )
     # Batching.
     batching: bool = _setting(True, "coalesce unary requests into core batches", _bool)
@@ -138,10 +158,10 @@ class Settings:
         None,
         "require 'authorization: Bearer <token>' on every RPC except health (prefer the env var "
         "or --auth-token-file: flags show in ps)",
-        _opt_str,
+        _given_str,
         secret=True,
     )
-    auth_token_file: str | None = _setting(None, "file holding the bearer token", _opt_str)
+    auth_token_file: str | None = _setting(None, "file holding the bearer token", _given_str)
     reflection: bool = _setting(
         True, "serve gRPC server reflection (grpcurl without protos)", _bool
     )
@@ -164,6 +184,8 @@ class Settings:
             "max_batch_size",
             "max_queue_size",
             "max_queue_bytes",
+            "max_pending_rpcs",
+            "retry_after_ms",
             "stream_window",
             "executor_threads",
             "max_trace_bytes",
@@ -182,6 +204,17 @@ class Settings:
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_concurrent_rpcs is not None and self.max_concurrent_rpcs < 1:
+            raise SettingsError(
+                f"max_concurrent_rpcs must be at least 1 (or unset), got {self.max_concurrent_rpcs}"
+            )
+        if self.max_pending_rpcs < self.max_queue_size:
+            # A burst the queue could take would be cut (CANCELLED) by gRPC's backlog first,
+            # before it ever reached the queue's RESOURCE_EXHAUSTED.
+            raise SettingsError(
+                f"max_pending_rpcs ({self.max_pending_rpcs}) must be at least max_queue_size "
+                f"({self.max_queue_size})"
+            )
         if self.max_batch_delay_us < 0:
             raise SettingsError("max_batch_delay_us must not be negative")
         if self.grade_threads < 0:
@@ -196,6 +229,16 @@ class Settings:
             raise SettingsError("tls_client_ca_file (mTLS) needs tls_cert_file and tls_key_file")
         if self.auth_token is not None and self.auth_token_file is not None:
             raise SettingsError("set auth_token or auth_token_file, not both")
+        if self.auth_token is not None and not self.auth_token.strip():
+            raise SettingsError(
+                "auth_token (--auth-token / TRAJGRADE_AUTH_TOKEN) is set but empty: that would "
+                "serve without authentication; set a token, or unset it to serve without one"
+            )
+        if self.auth_token_file is not None and not self.auth_token_file.strip():
+            raise SettingsError(
+                "auth_token_file (--auth-token-file / TRAJGRADE_AUTH_TOKEN_FILE) is set but "
+                "empty: name the file that holds the token, or unset it"
+            )
         if self.log_format not in {"text", "json"}:
             raise SettingsError(f"log_format must be text or json, got {self.log_format!r}")
         if self.workers > 1:
@@ -218,9 +261,12 @@ class Settings:
             with open(self.auth_token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
             if not token:
-                raise SettingsError(f"auth_token_file {self.auth_token_file!r} is empty")
+                raise SettingsError(
+                    f"auth_token_file {self.auth_token_file!r} is empty: that would serve "
+                    "without authentication"
+                )
             return token
-        return self.auth_token
+        return None if self.auth_token is None else self.auth_token.strip()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with some fields changed (validated again)."""

@@ -35,10 +35,22 @@ class ServerError(Exception):
         self.metadata = metadata
 
 
-class QueueFullError(ServerError):
+class OverloadedError(ServerError):
+    """The server refused the call for lack of capacity; safe to retry after `retry_after_ms`."""
+
+    reason_code = "OVERLOADED"
+
+
+class QueueFullError(OverloadedError):
     """The batch queue is at its bound; nothing was accepted."""
 
     reason_code = "QUEUE_FULL"
+
+
+class TooManyRpcsError(OverloadedError):
+    """More GraderService calls in flight than max_concurrent_rpcs; this one was refused."""
+
+    reason_code = "TOO_MANY_RPCS"
 
 
 class DeadlinePassedError(ServerError):
@@ -98,7 +110,7 @@ _TABLE: tuple[tuple[type[BaseException], _Row], ...] = (
     (_core.SuiteNotFoundError, _Row(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND)),
     (SuiteUnknownError, _Row(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND)),
     (RequestInvalidError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
-    (QueueFullError, _Row(grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED)),
+    (OverloadedError, _Row(grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED)),
     (DeadlinePassedError, _Row(grpc.StatusCode.DEADLINE_EXCEEDED, code_pb2.DEADLINE_EXCEEDED)),
     (_core.CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (RequestCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
@@ -166,6 +178,12 @@ def to_status(exc: BaseException, *, rpc: str = "") -> grpc.Status:
                 ]
             )
         )
+    retry_after_ms = metadata.get("retry_after_ms")
+    if retry_after_ms is not None:
+        # The standard form of the same hint (gRPC clients and proxies read RetryInfo).
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromMilliseconds(int(retry_after_ms))
+        details.append(retry)
     info = error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata)
     return _pack(row.rpc_code, _clip(message), [info, *details])
 

@@ -82,6 +82,55 @@ def field_value(buf: bytes, number: int) -> bytes | None:
     return found
 
 
+def message_field(buf: bytes, number: int, name: str) -> bytes | None:
+    """The value of top-level message field ``number`` (every occurrence joined: protobuf
+    merges them), or None when absent. A malformed request, or the field with another wire
+    type, is RequestInvalidError naming ``name``."""
+    values: list[bytes] = []
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        num, kind, value_start, pos = _field_at(buf, pos)
+        if num != number:
+            continue
+        if kind != _LEN:
+            raise RequestInvalidError(
+                f"request is not a valid protobuf message ({name} has wire type {kind})",
+                field=name,
+            )
+        values.append(buf[value_start:pos])
+    return b"".join(values) if values else None
+
+
+def text(value: bytes, name: str) -> str:
+    """A string field's bytes as text; not UTF-8 (protobuf requires it) is RequestInvalidError."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestInvalidError(
+            f"{name} is not valid UTF-8 (byte {exc.start}): string fields must be UTF-8",
+            field=name,
+        ) from None
+
+
+def string_field(buf: bytes, number: int, name: str) -> str:
+    """The last occurrence of top-level string field ``number`` ('' when absent), checked."""
+    found: bytes | None = None
+    pos = 0
+    size = len(buf)
+    while pos < size:
+        num, kind, value_start, pos = _field_at(buf, pos)
+        if num != number:
+            continue
+        if kind != _LEN:
+            raise RequestInvalidError(
+                f"request is not a valid protobuf message ({name} has wire type {kind})",
+                field=name,
+            )
+        found = buf[value_start:pos]
+    return "" if found is None else text(found, name)
+
+
 def trace_id(request: bytes) -> str:
     """Best effort: the id of the trace (field 1) inside a GradeTraceRequest, else ''."""
     try:

@@ -130,20 +130,32 @@ impl Grader {
     }
 
     fn decode_suite(&self, suite_bytes: &[u8]) -> Result<Suite, CoreError> {
-        if suite_bytes.len() > self.limits.max_suite_bytes {
-            return Err(CoreError::limit(
-                "SUITE_TOO_LARGE",
-                "suite".to_owned(),
-                format!(
-                    "suite is {} bytes; the limit is {}",
-                    suite_bytes.len(),
-                    self.limits.max_suite_bytes
-                ),
-            ));
-        }
+        self.check_suite_len(suite_bytes.len())?;
         Suite::decode(suite_bytes).map_err(|e| {
             CoreError::invalid_request("INVALID_SUITE", "suite".to_owned(), e.to_string())
         })
+    }
+
+    /// `max_suite_bytes` holds for every suite, however it arrives (registered, inline in a
+    /// request, a stream chunk's).
+    fn check_suite_len(&self, len: usize) -> Result<(), CoreError> {
+        if len <= self.limits.max_suite_bytes {
+            return Ok(());
+        }
+        Err(CoreError::limit(
+            "SUITE_TOO_LARGE",
+            "suite".to_owned(),
+            format!(
+                "suite is {len} bytes; the limit is {} (max_suite_bytes)",
+                self.limits.max_suite_bytes
+            ),
+        ))
+    }
+
+    /// [`Grader::check_suite_len`] for the inline suite (field `tag`) of a request, before the
+    /// request is decoded (a huge suite is refused without building it).
+    fn check_inline_suite_len(&self, request: &[u8], tag: u32) -> Result<(), CoreError> {
+        self.check_suite_len(crate::wire::message_field_len(request, tag))
     }
 
     /// Compiles a serialized suite and keeps it among the registered suites; returns its id.
@@ -214,6 +226,7 @@ impl Grader {
         request: &[u8],
         cancel: Option<&CancelFlag>,
     ) -> Result<Vec<u8>, CoreError> {
+        self.check_inline_suite_len(request, 1)?;
         if let Some(suite) = self.raw_hit(request, 1, 2) {
             if let Ok(req) = TracesOnlyEnvelope::decode(request) {
                 if req.traces.len() <= self.limits.max_batch_items {
@@ -574,6 +587,7 @@ impl Grader {
         bytes: &[u8],
         cancel: Option<&CancelFlag>,
     ) -> Result<Vec<u8>, CoreError> {
+        self.check_inline_suite_len(bytes, 2)?;
         if let Some(suite) = self.raw_hit(bytes, 2, 3) {
             if let Ok(req) = TraceOnlyRequest::decode(bytes) {
                 let trace = req.trace.unwrap_or_default();
@@ -753,6 +767,37 @@ mod tests {
                 .collect(),
             ..Trace::default()
         }
+    }
+
+    #[test]
+    fn inline_suites_over_max_suite_bytes_are_refused_on_every_path() {
+        let encoded = suite().encode_to_vec();
+        let limits = Limits { max_suite_bytes: encoded.len() - 1, ..Limits::default() };
+        let g = Grader::new(limits, 1);
+        let single = GradeTraceRequest {
+            trace: Some(trace("t1", &["a"])),
+            suite_ref: Some(grade_trace_request::SuiteRef::Suite(suite())),
+        }
+        .encode_to_vec();
+        let batch = BatchGradeTracesRequest {
+            suite_ref: Some(batch_grade_traces_request::SuiteRef::Suite(suite())),
+            traces: vec![trace("t1", &["a"])],
+        }
+        .encode_to_vec();
+        let errors = [
+            g.grade_requests(&[single.as_slice()]).remove(0).expect_err("too large"),
+            g.grade_batch_request(&batch).expect_err("too large"),
+            g.compile_suite(&encoded).expect_err("too large"),
+            g.register_suite(&encoded).expect_err("too large"),
+        ];
+        for e in errors {
+            assert_eq!((e.reason_code(), e.field()), ("SUITE_TOO_LARGE", "suite"));
+            assert!(e.message().contains("max_suite_bytes"), "{}", e.message());
+        }
+        // At the limit it is graded (and the cached raw bytes do not bypass the check).
+        let fits = Grader::new(Limits { max_suite_bytes: encoded.len(), ..Limits::default() }, 1);
+        assert!(fits.grade_requests(&[single.as_slice()]).remove(0).is_ok());
+        assert!(fits.grade_batch_request(&batch).is_ok());
     }
 
     #[test]

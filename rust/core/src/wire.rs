@@ -263,6 +263,24 @@ pub fn sole_message_field(bytes: &[u8], tag: u32, rival: u32) -> Option<&[u8]> {
     found
 }
 
+/// The encoded size of top-level message field `tag` in `bytes`: the sum of its
+/// length-delimited occurrences (protobuf merges repeated occurrences of a message field).
+/// Reading stops at the first malformed field; the decoder reports that one.
+pub fn message_field_len(bytes: &[u8], tag: u32) -> usize {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut total = 0usize;
+    while !r.done() {
+        let Some((t, wire)) = r.key() else { break };
+        if t == tag && wire == 2 {
+            let Some(value) = r.bytes() else { break };
+            total = total.saturating_add(value.len());
+        } else if r.skip(wire).is_none() {
+            break;
+        }
+    }
+    total
+}
+
 /// A protobuf writer for the result messages (fields in tag order, defaults omitted: the
 /// bytes prost writes for the same message).
 pub struct Writer {
