@@ -101,7 +101,7 @@ fn every_kind_at_3000_calls_is_bounded() {
         let trace = Trace { id: "t".into(), calls, ..Trace::default() };
         let view = TraceView::new(&trace, &limits);
         let started = Instant::now();
-        let result = suite.grade_view(&view);
+        let result = suite.grade_view(&view).expect("graded within the default work limit");
         let secs = started.elapsed().as_secs_f64();
         assert_eq!(result.results[0].reason_code, code, "{name}: {}", result.results[0].reason);
         let used = view.work().used();
@@ -132,7 +132,7 @@ fn a_small_work_limit_stops_an_adversarial_matching() {
     let trace = Trace { id: "t".into(), calls: calls(), ..Trace::default() };
     let view = TraceView::new(&trace, &limits);
     let started = Instant::now();
-    suite.grade_view(&view);
+    assert_eq!(suite.grade_view(&view).err(), Some(Stop::WorkLimit));
     assert_eq!(view.work().stopped(), Some(Stop::WorkLimit));
     assert!(view.work().used() < 10_000 + 1000, "{} units", view.work().used());
     assert!(started.elapsed().as_secs_f64() < 1.0, "{:?}", started.elapsed());
