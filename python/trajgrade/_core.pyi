@@ -4,7 +4,8 @@ Every long call releases the GIL and grades on the grader's own thread pool. Inp
 outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core-api.md.
 """
 
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
 __all__ = [
     "BlockMark",
@@ -20,6 +21,7 @@ __all__ = [
     "TrajgradeError",
     "__version__",
     "build_profile",
+    "encode_trace_dict",
     "split_jsonl",
 ]
 
@@ -113,6 +115,14 @@ class CompiledSuite:
         """Serialized `Trace` → serialized `GradeResult`; a bad trace raises."""
     def grade_batch(self, traces: list[bytes]) -> list[bytes]:
         """Serialized `Trace`s → one serialized `TraceOutcome` each (GIL released, parallel)."""
+    def grade_inputs(
+        self, items: list[Any], prepare: Callable[[int, Any], object]
+    ) -> tuple[list[Any], list[int]]:
+        """The public batch path: bytes items graded as they are, plain trace dicts encoded
+        here, any other item replaced by prepare(i, item) (bytes to grade, or anything else
+        as its outcome) → (outcomes, errors): outcomes[i] is item i's serialized GradeResult;
+        for i in errors, the core's serialized ItemError (field numbered within its chunk) or
+        what prepare returned."""
 
 @final
 class Grader:
@@ -209,3 +219,7 @@ class JsonlBlock:
 
 def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""
+
+def encode_trace_dict(trace: object) -> bytes | None:
+    """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic
+    serialization; None for any other shape (the Python path decides)."""
