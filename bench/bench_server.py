@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing
 import os
 import re
@@ -343,21 +344,37 @@ class Scenario:
     reference: str | None  # the label of the row this one is compared with
     run: Callable[[], Result | float]
     scale: int = 1  # traces per call (a BatchGradeTraces call of 100 traces: 100)
+    server: int | None = None  # the serving process's pid, for its CPU time per call
     rates: list[float] = field(default_factory=list)
+    cpu_per_call: list[float] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)
     last: Result | None = None
 
     def measure(self) -> None:
+        cpu = None if self.server is None else cpu_seconds(self.server)
+        started = time.perf_counter()
         got = self.run()
+        elapsed = time.perf_counter() - started
         if isinstance(got, Result):
             self.last = got
+            calls = float(got.calls)
             got = got.per_second * self.scale
+        else:  # h2load: its rate held over the warm-up too
+            calls = got * elapsed
         self.rates.append(got)
         self.loads.append(os.getloadavg()[0])
+        if cpu is not None and self.server is not None and calls > 0:
+            self.cpu_per_call.append((cpu_seconds(self.server) - cpu) / calls * 1e6)
 
     @property
     def median(self) -> float:
         return statistics.median(self.rates)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def register(port: int, work: Workload) -> None:
@@ -381,9 +398,18 @@ def main() -> int:  # noqa: PLR0915 - one linear script
         default="auto",
         help="also drive the unary rows with h2load (auto: when it is installed)",
     )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=FLAGS",
+        help="another trajgrade server with these serve flags, for its own unary rows in the "
+        "same rounds (e.g. 'no-inline=--inline-grade-bytes 0'); repeatable",
+    )
     args = parser.parse_args()
     seconds, callers = args.duration, args.callers
     use_h2load = args.h2load == "yes" or (args.h2load == "auto" and shutil.which("h2load"))
+    variants = [v.partition("=")[::2] for v in args.variant]
 
     work = build_workload()
     response_size = statistics.median(len(e) for e in work.unary_expected)
@@ -401,10 +427,13 @@ def main() -> int:  # noqa: PLR0915 - one linear script
     echo_port, port = free_port(), free_port()
     echo = start_echo(echo_port, echo_response)
     server = start_trajgrade(port)
+    others = [(name, free_port(), flags.split()) for name, flags in variants]
+    servers = [server] + [start_trajgrade(p, *f) for _, p, f in others]
     try:
         wait_ready(echo_port, echo, echo=True)
-        wait_ready(port, server)
-        register(port, work)
+        for p, process in zip([port] + [p for _, p, _ in others], servers, strict=True):
+            wait_ready(p, process)
+            register(p, work)
         with context.Pool(max(args.client_procs, 2)) as pool:
 
             def unary(target: int, expected: list[bytes] | None) -> Callable[[], Result]:
@@ -437,19 +466,25 @@ def main() -> int:  # noqa: PLR0915 - one linear script
 
             scenarios = [
                 Scenario(
-                    f"echo unary @{callers} (no-op grpc.aio)", "req/s", None, unary(echo_port, None)
+                    f"echo unary @{callers} (no-op grpc.aio)",
+                    "req/s",
+                    None,
+                    unary(echo_port, None),
+                    server=echo.pid,
                 ),
                 Scenario(
                     f"GradeTrace unary @{callers}",
                     "req/s",
                     f"echo unary @{callers} (no-op grpc.aio)",
                     unary(port, work.unary_expected),
+                    server=server.pid,
                 ),
                 Scenario(
                     "StreamGradeTraces, one trace per message",
                     "msgs/s",
                     f"echo unary @{callers} (no-op grpc.aio)",
                     stream(stream1, stream1_expected, 1),
+                    server=server.pid,
                 ),
                 Scenario(
                     "in-process core (grade_requests x1024)",
@@ -463,12 +498,14 @@ def main() -> int:  # noqa: PLR0915 - one linear script
                     "in-process core (grade_requests x1024)",
                     batch,
                     scale=100,
+                    server=server.pid,
                 ),
                 Scenario(
                     "StreamGradeTraces x100 (chunks)",
                     "traces/s",
                     "in-process core (grade_requests x1024)",
                     stream(stream100, stream100_expected, 100),
+                    server=server.pid,
                 ),
             ]
             if use_h2load:
@@ -480,20 +517,45 @@ def main() -> int:  # noqa: PLR0915 - one linear script
                         lambda: h2load_rate(
                             echo_port, "GradeTrace", work.unary[0], callers, seconds
                         ),
+                        server=echo.pid,
                     ),
                     Scenario(
                         f"GradeTrace unary @{callers} (h2load)",
                         "req/s",
                         f"echo unary @{callers} (h2load)",
                         lambda: h2load_rate(port, "GradeTrace", work.unary[0], callers, seconds),
+                        server=server.pid,
                     ),
                 ]
+            for (name, other, _), process in zip(others, servers[1:], strict=True):
+                scenarios.append(
+                    Scenario(
+                        f"GradeTrace unary @{callers}, {name}",
+                        "req/s",
+                        f"echo unary @{callers} (no-op grpc.aio)",
+                        unary(other, work.unary_expected),
+                        server=process.pid,
+                    )
+                )
+                if use_h2load:
+                    scenarios.append(
+                        Scenario(
+                            f"GradeTrace unary @{callers} (h2load), {name}",
+                            "req/s",
+                            f"echo unary @{callers} (h2load)",
+                            functools.partial(
+                                h2load_rate, other, "GradeTrace", work.unary[0], callers, seconds
+                            ),
+                            server=process.pid,
+                        )
+                    )
             for _ in range(args.rounds):
                 for scenario in scenarios:
                     scenario.measure()
     finally:
         stop(echo)
-        stop(server)
+        for process in servers:
+            stop(process)
 
     by_label = {s.label: s for s in scenarios}
     rows = []
@@ -510,6 +572,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script
                 versus,
                 " ".join(rate(r) for r in s.rates),
                 f"{statistics.median(s.loads):.2f}",
+                f"{statistics.median(s.cpu_per_call):.0f}" if s.cpu_per_call else "",
                 "" if last is None or not last.latencies else f"{last.pct(0.5):.2f}",
                 "" if last is None or not last.latencies else f"{last.pct(0.99):.2f}",
                 "n/a" if last is None or s.label.startswith("echo") else str(last.correct),
@@ -522,6 +585,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script
         "vs reference",
         "rounds",
         "load avg",
+        "server CPU us/call",
         "p50 ms",
         "p99 ms",
         "correct",

@@ -146,6 +146,8 @@ class Grader:
         """A compiled suite by id, if it is still cached."""
     def grade_requests(self, requests: list[bytes]) -> list[bytes | TrajgradeError]:
         """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error."""
+    def grade_requests_here(self, requests: list[bytes]) -> list[bytes | TrajgradeError]:
+        """As grade_requests, graded on the calling thread, not the pool (small batches)."""
     def grade_batch_request(self, request: bytes) -> bytes:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`."""
     def grade_traces(self, suite: CompiledSuite, traces: list[bytes]) -> list[bytes]:

@@ -9,7 +9,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from trajgrade.server.metrics import ServerMetrics
@@ -25,19 +24,28 @@ class GraderLike(Protocol):
 
 
 Solo = Callable[[bytes], bytes]
+GradeHere = Callable[[list[bytes]], Sequence[bytes | BaseException]]
 
 
-@dataclass(eq=False)
 class _Entry:
-    payload: bytes
-    future: asyncio.Future[bytes]
-    deadline: float | None  # loop.time() after which grading is pointless
-    enqueued: float  # loop.time() at submission
-    solo: Solo | None = None  # grades a BatchGradeTraces request or stream chunk alone, in one call
-    size: int = field(init=False)
+    """One queued item (a plain class with slots: one is made per unary call)."""
 
-    def __post_init__(self) -> None:
-        self.size = len(self.payload)
+    __slots__ = ("deadline", "enqueued", "future", "payload", "size", "solo")
+
+    def __init__(
+        self,
+        payload: bytes,
+        future: asyncio.Future[bytes],
+        deadline: float | None,
+        enqueued: float,
+        solo: Solo | None = None,
+    ) -> None:
+        self.payload = payload
+        self.future = future
+        self.deadline = deadline  # loop.time() after which grading is pointless
+        self.enqueued = enqueued  # loop.time() at submission
+        self.solo = solo  # grades a BatchGradeTraces request or stream chunk alone, in one call
+        self.size = len(payload)
 
 
 class Batcher:
@@ -60,8 +68,15 @@ class Batcher:
         max_queue_bytes: int,
         executor_threads: int,
         metrics: ServerMetrics,
+        grade_here: GradeHere | None = None,
+        inline_bytes: int = 0,
     ) -> None:
         self._grader = grader
+        # A unary batch of at most inline_bytes is graded by grade_here right on the event loop
+        # (on this thread, not the pool): for a few traces the executor hop, the GIL hand-offs
+        # and waking the pool's threads cost more CPU than grading them.
+        self._grade_here = grade_here if inline_bytes > 0 else None
+        self._inline_bytes = inline_bytes
         self._max_batch = max_batch_size
         self._delay = max_batch_delay_s
         self._max_items = max_queue_size
@@ -76,6 +91,7 @@ class Batcher:
         self._running: set[asyncio.Task[None]] = set()
         self._collector: asyncio.Task[None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        metrics.queue_depth.set_function(self._queue.__len__)  # read at scrape, not per item
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -170,7 +186,6 @@ class Batcher:
         )
         self._queue.append(entry)
         self._queued_bytes += entry.size
-        self._metrics.queue_depth.set(len(self._queue))
         self._wakeup.set()
         return entry.future
 
@@ -187,7 +202,6 @@ class Batcher:
     def _pop(self) -> _Entry:
         entry = self._queue.popleft()
         self._queued_bytes -= entry.size
-        self._metrics.queue_depth.set(len(self._queue))
         return entry
 
     def _alive(self, entry: _Entry, now: float) -> bool:
@@ -261,11 +275,7 @@ class Batcher:
                 batch.append(entry)
             # Drop items that died while the batch was forming.
             now = loop.time()
-            batch = [e for e in batch if self._alive(e, now)]
-            if batch:
-                self._launch(batch, self._grade_many)
-            else:
-                self._slots.release()
+            self._dispatch([e for e in batch if self._alive(e, now)])
 
     def _launch(
         self, batch: list[_Entry], run: Callable[[list[_Entry]], list[bytes | BaseException]]
@@ -273,6 +283,30 @@ class Batcher:
         task = asyncio.get_running_loop().create_task(self._run(batch, run))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+
+    def _dispatch(self, batch: list[_Entry]) -> None:
+        """A formed unary batch (holding one slot): graded here when small, else in the pool."""
+        if not batch:
+            self._slots.release()
+        elif self._grade_here is not None and sum(e.size for e in batch) <= self._inline_bytes:
+            self._grade_inline(batch, self._grade_here)
+        else:
+            self._launch(batch, self._grade_many)
+
+    def _grade_inline(self, batch: list[_Entry], grade_here: GradeHere) -> None:
+        """Grades a small batch on the event loop thread and answers it (holds one slot)."""
+        self._metrics.batch_size.observe(len(batch))
+        started = time.perf_counter()
+        try:
+            results: Sequence[bytes | BaseException] = grade_here([e.payload for e in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"core returned {len(results)} results for {len(batch)} items")
+        except Exception as exc:  # the whole core call failed: every item gets the error
+            results = [exc] * len(batch)
+        finally:
+            self._metrics.grading_seconds.observe(time.perf_counter() - started)
+            self._slots.release()
+        _settle(batch, results)
 
     def _grade_many(self, batch: list[_Entry]) -> list[bytes | BaseException]:
         return list(self._grader.grade_requests([e.payload for e in batch]))
@@ -302,10 +336,15 @@ class Batcher:
             self._metrics.grading_seconds.observe(time.perf_counter() - started)
             self._metrics.in_flight_batches.dec()
             self._slots.release()
-        for entry, result in zip(batch, results, strict=True):
-            if entry.future.done():
-                continue  # cancelled while grading: the answer has nobody to go to
-            if isinstance(result, BaseException):
-                entry.future.set_exception(result)
-            else:
-                entry.future.set_result(result)
+        _settle(batch, results)
+
+
+def _settle(batch: list[_Entry], results: Sequence[bytes | BaseException]) -> None:
+    """Hands each entry its answer (or error)."""
+    for entry, result in zip(batch, results, strict=True):
+        if entry.future.done():
+            continue  # cancelled while grading: the answer has nobody to go to
+        if isinstance(result, BaseException):
+            entry.future.set_exception(result)
+        else:
+            entry.future.set_result(result)

@@ -479,6 +479,22 @@ impl PyGrader {
             .collect()
     }
 
+    /// As `grade_requests`, graded on the calling thread, not on the pool (small batches).
+    fn grade_requests_here<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<PyBackedBytes>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let grader = Arc::clone(&self.inner);
+        let out = run_detached(py, move || grader.grade_requests_here(&borrow(&requests)))?;
+        out.into_iter()
+            .map(|item| match item {
+                Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any()),
+                Err(e) => to_exception(py, &e),
+            })
+            .collect()
+    }
+
     /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`.
     fn grade_batch_request<'py>(
         &self,
