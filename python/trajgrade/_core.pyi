@@ -152,6 +152,9 @@ class Grader:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`."""
     def grade_traces(self, suite: CompiledSuite, traces: list[bytes]) -> list[bytes]:
         """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each."""
+    def grade_stream_chunk(self, suite: CompiledSuite, message: bytes) -> bytes:
+        """A serialized StreamGradeTracesRequest chunk (traces) against suite → serialized
+        StreamGradeTracesResponse, one outcomes entry per trace (split and framed in the core)."""
     def grade_json_traces(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
         """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
     def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:

@@ -78,11 +78,17 @@ enum EnvelopeSuite {
 
 /// `BatchGradeTracesResponse` written from already-encoded outcomes (field 1, repeated).
 fn encode_outcomes(outcomes: &[Vec<u8>]) -> Vec<u8> {
+    encode_outcomes_as(1, outcomes)
+}
+
+/// Already-encoded outcomes as the repeated message field `tag` (1: `BatchGradeTracesResponse`,
+/// 2: `StreamGradeTracesResponse`).
+fn encode_outcomes_as(tag: u32, outcomes: &[Vec<u8>]) -> Vec<u8> {
     use crate::wire::{varint_len, Writer};
     let total: usize = outcomes.iter().map(|o| 1 + varint_len(o.len() as u64) + o.len()).sum();
     let mut w = Writer::with_capacity(total);
     for o in outcomes {
-        w.message_header(1, o.len());
+        w.message_header(tag, o.len());
         w.buf.extend_from_slice(o);
     }
     w.buf
@@ -224,6 +230,38 @@ impl Grader {
         };
         let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
         Ok(encode_outcomes(&self.grade_traces(&suite, &refs)))
+    }
+
+    /// One `StreamGradeTracesRequest` chunk against its suite (the caller resolved the suite
+    /// ref, which may have been set by an earlier message) → the `StreamGradeTracesResponse`
+    /// bytes: one `outcomes` entry (field 2) per trace of `traces` (field 4), in order, each
+    /// graded where it stands in the message (never copied). A trace that does not decode or is
+    /// over a limit is that item's `ItemError` (field `traces[i]`, i within the message).
+    /// Err for broken framing or more than `max_batch_items` traces.
+    pub fn grade_stream_chunk(
+        &self,
+        suite: &CompiledSuite,
+        message: &[u8],
+    ) -> Result<Vec<u8>, CoreError> {
+        let traces = crate::wire::repeated_len_field(message, 4).ok_or_else(|| {
+            CoreError::invalid_request(
+                "INVALID_REQUEST",
+                "traces".to_owned(),
+                "request is not a valid protobuf message".to_owned(),
+            )
+        })?;
+        if traces.len() > self.limits.max_batch_items {
+            return Err(CoreError::limit(
+                "TOO_MANY_TRACES",
+                "traces".to_owned(),
+                format!(
+                    "{} traces in one StreamGradeTracesRequest; the limit is {}",
+                    traces.len(),
+                    self.limits.max_batch_items
+                ),
+            ));
+        }
+        Ok(encode_outcomes_as(2, &self.grade_traces(suite, &traces)))
     }
 
     /// Grades serialized `Trace` messages against one suite: one serialized `TraceOutcome` each.
@@ -666,6 +704,33 @@ mod tests {
                 .collect(),
             ..Trace::default()
         }
+    }
+
+    #[test]
+    fn stream_chunks_are_split_and_framed_in_the_core() {
+        let g = Grader::new(Limits { max_batch_items: 3, ..Limits::default() }, 1);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let traces =
+            [trace("t1", &["a"]).encode_to_vec(), vec![0xFF], trace("t3", &["b"]).encode_to_vec()];
+        let field = |tag: u8, value: &[u8]| {
+            let mut out = vec![tag << 3 | 2];
+            prost::encoding::encode_varint(value.len() as u64, &mut out);
+            out.extend_from_slice(value);
+            out
+        };
+        // The traces among other fields (a suite_id, a varint): only field 4 is graded.
+        let mut message: Vec<u8> = traces.iter().flat_map(|t| field(4, t)).collect();
+        message.extend(field(3, b"s1-ignored"));
+        message.extend([0x28, 0x01]);
+        let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
+        let expected: Vec<u8> =
+            g.grade_traces(&compiled, &refs).iter().flat_map(|o| field(2, o)).collect();
+        assert_eq!(g.grade_stream_chunk(&compiled, &message).expect("graded"), expected);
+        let broken = g.grade_stream_chunk(&compiled, &message[..message.len() - 3]);
+        assert_eq!(broken.expect_err("truncated").reason_code(), "INVALID_REQUEST");
+        let four: Vec<u8> = [&message[..], &field(4, &traces[0])].concat();
+        let over = g.grade_stream_chunk(&compiled, &four).expect_err("over max_batch_items");
+        assert_eq!(over.reason_code(), "TOO_MANY_TRACES");
     }
 
     #[test]

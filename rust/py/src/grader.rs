@@ -517,6 +517,20 @@ impl PyGrader {
         self.per_suite(py, suite, traces, Grader::grade_traces)
     }
 
+    /// A serialized `StreamGradeTracesRequest` chunk (`traces`) against `suite` → serialized
+    /// `StreamGradeTracesResponse` (one `outcomes` entry per trace): split and framed here.
+    fn grade_stream_chunk<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        message: PyBackedBytes,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let out = run_detached(py, move || grader.grade_stream_chunk(&suite, &message))?
+            .map_err(PyCoreError)?;
+        Ok(PyBytes::new(py, &out))
+    }
+
     /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized
     /// `TraceOutcome` each; a line that does not decode is that line's `ItemError`.
     fn grade_json_traces<'py>(
