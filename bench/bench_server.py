@@ -357,7 +357,7 @@ class Scenario:
         elapsed = time.perf_counter() - started
         if isinstance(got, Result):
             self.last = got
-            calls = float(got.calls)
+            calls = float(got.calls * self.scale)  # in the row's unit (x100 rows: traces)
             got = got.per_second * self.scale
         else:  # h2load: its rate held over the warm-up too
             calls = got * elapsed
@@ -585,7 +585,7 @@ def main() -> int:  # noqa: PLR0915 - one linear script
         "vs reference",
         "rounds",
         "load avg",
-        "server CPU us/call",
+        "server CPU us/unit",
         "p50 ms",
         "p99 ms",
         "correct",

@@ -87,6 +87,9 @@ class Batcher:
         self._queued_bytes = 0
         self._closed = False
         self._wakeup = asyncio.Event()
+        # Queued items that wake the collector: 1 while it waits for a first item, the room
+        # left while it fills a batch (it also wakes at the batch's flush time).
+        self._wake_at = 1
         self._slots = asyncio.Semaphore(executor_threads)
         self._running: set[asyncio.Task[None]] = set()
         self._collector: asyncio.Task[None] | None = None
@@ -186,7 +189,8 @@ class Batcher:
         )
         self._queue.append(entry)
         self._queued_bytes += entry.size
-        self._wakeup.set()
+        if solo is not None or len(self._queue) >= self._wake_at:
+            self._wakeup.set()
         return entry.future
 
     async def grade(self, payload: bytes, deadline: float | None) -> bytes:
@@ -219,37 +223,54 @@ class Batcher:
             return False
         return True
 
-    async def _next_alive(self, flush_at: float | None) -> _Entry | None:
-        """The next live queued entry, waiting until flush_at (None: forever) for one to come."""
+    async def _next_alive(self) -> _Entry | None:
+        """The next live queued entry, waiting for one to come; None once closed and empty."""
         loop = asyncio.get_running_loop()
         while True:
             while self._queue:
-                entry = self._queue[0]
-                if entry.solo is not None and flush_at is not None:
-                    return None  # a whole batch request is never merged into a unary batch
-                self._pop()
+                entry = self._pop()
                 if self._alive(entry, loop.time()):
                     return entry
             if self._closed:
                 return None
             self._wakeup.clear()
-            if flush_at is None:
-                await self._wakeup.wait()
-                continue
-            remaining = flush_at - loop.time()
-            if remaining <= 0:
-                return None
+            await self._wakeup.wait()
+
+    async def _fill(self, batch: list[_Entry]) -> None:
+        """Adds queued unary items to ``batch`` until it is full or its delay is over.
+
+        While it waits, submit() wakes it only once enough items for a full batch are queued
+        (or a whole-batch request, which ends the batch), and one timer wakes it at the flush
+        time: not once per arriving item.
+        """
+        loop = asyncio.get_running_loop()
+        # Count the delay from the oldest item: time it spent waiting for a free core slot
+        # already counts against it.
+        flush_at = batch[0].enqueued + self._delay
+        while True:
+            while self._queue and len(batch) < self._max_batch:
+                if self._queue[0].solo is not None:
+                    return  # a whole batch request is never merged into a unary batch
+                entry = self._pop()
+                if self._alive(entry, loop.time()):
+                    batch.append(entry)
+            if len(batch) >= self._max_batch or self._closed or loop.time() >= flush_at:
+                return
+            self._wake_at = self._max_batch - len(batch)
+            self._wakeup.clear()
+            timer = loop.call_at(flush_at, self._wakeup.set)
             try:
-                await asyncio.wait_for(self._wakeup.wait(), remaining)
-            except TimeoutError:
-                return None
+                await self._wakeup.wait()
+            finally:
+                timer.cancel()
+                self._wake_at = 1
 
     async def _collect(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if self._closed and not self._queue:
                 return
-            first = await self._next_alive(None)
+            first = await self._next_alive()
             if first is None:
                 if self._closed and not self._queue:
                     return
@@ -263,16 +284,7 @@ class Batcher:
                     self._slots.release()
                 continue
             batch = [first]
-            # Count the delay from the oldest item: time it spent waiting for a free core slot
-            # already counts against it.
-            flush_at = first.enqueued + self._delay
-            while len(batch) < self._max_batch:
-                if not self._queue and loop.time() >= flush_at:
-                    break
-                entry = await self._next_alive(flush_at)
-                if entry is None:
-                    break
-                batch.append(entry)
+            await self._fill(batch)
             # Drop items that died while the batch was forming.
             now = loop.time()
             self._dispatch([e for e in batch if self._alive(e, now)])
