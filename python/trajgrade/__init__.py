@@ -10,6 +10,7 @@ from trajgrade.errors import (
     TrajgradeError,
 )
 from trajgrade.grading import CompiledSuite, compile_suite, default_grader
+from trajgrade.results import LazyGradeResult
 from trajgrade.suites import load_suite
 from trajgrade.traces import trace_bytes
 
@@ -19,6 +20,7 @@ __all__ = [
     "InternalError",
     "InvalidRequestError",
     "InvalidSuiteError",
+    "LazyGradeResult",
     "LimitExceededError",
     "Limits",
     "SuiteNotFoundError",
