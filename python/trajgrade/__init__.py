@@ -11,6 +11,7 @@ from trajgrade.errors import (
     TrajgradeError,
 )
 from trajgrade.grading import CompiledSuite, compile_suite, default_grader
+from trajgrade.results import LazyGradeResult
 from trajgrade.suites import load_suite, load_suites
 from trajgrade.traces import trace_bytes
 
@@ -21,6 +22,7 @@ __all__ = [
     "InternalError",
     "InvalidRequestError",
     "InvalidSuiteError",
+    "LazyGradeResult",
     "LimitExceededError",
     "Limits",
     "SuiteNotFoundError",

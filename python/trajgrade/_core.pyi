@@ -4,7 +4,8 @@ Every long call releases the GIL and grades on the grader's own thread pool. Inp
 outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core-api.md.
 """
 
-from typing import final
+from collections.abc import Callable
+from typing import Any, final
 
 __all__ = [
     "BlockMark",
@@ -22,6 +23,7 @@ __all__ = [
     "TrajgradeError",
     "__version__",
     "build_profile",
+    "encode_trace_dict",
     "split_jsonl",
 ]
 
@@ -140,6 +142,14 @@ class CompiledSuite:
         """Serialized `Trace` → serialized `GradeResult`; a bad trace raises."""
     def grade_batch(self, traces: list[bytes]) -> list[bytes]:
         """Serialized `Trace`s → one serialized `TraceOutcome` each (GIL released, parallel)."""
+    def grade_inputs(
+        self, items: list[Any], prepare: Callable[[int, Any], object]
+    ) -> tuple[list[Any], list[int]]:
+        """The public batch path: bytes items graded as they are, plain trace dicts encoded
+        here, any other item replaced by prepare(i, item) (bytes to grade, or anything else
+        as its outcome) → (outcomes, errors): outcomes[i] is item i's serialized GradeResult;
+        for i in errors, the core's serialized ItemError (field numbered within its chunk) or
+        what prepare returned."""
 
 @final
 class Grader:
@@ -166,6 +176,10 @@ class Grader:
     ) -> list[bytes | TrajgradeError]:
         """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error;
         item i stops once `cancels[i]` is cancelled (`CancelledError`)."""
+    def grade_requests_here(
+        self, requests: list[bytes], cancels: list[CancelToken | None] | None = None
+    ) -> list[bytes | TrajgradeError]:
+        """As grade_requests, graded on the calling thread, not the pool (small batches)."""
     def grade_batch_request(self, request: bytes, cancel: CancelToken | None = None) -> bytes:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
         `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
@@ -174,6 +188,12 @@ class Grader:
     ) -> list[bytes]:
         """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each; once
         `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
+    def grade_stream_chunk(
+        self, suite: CompiledSuite, message: bytes, cancel: CancelToken | None = None
+    ) -> bytes:
+        """A serialized StreamGradeTracesRequest chunk (traces) against suite → serialized
+        StreamGradeTracesResponse, one outcomes entry per trace (split and framed in the core);
+        once `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
     def grade_json_traces(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
         """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
     def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
@@ -243,3 +263,7 @@ class JsonlBlock:
 
 def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""
+
+def encode_trace_dict(trace: object) -> bytes | None:
+    """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic
+    serialization; None for any other shape (the Python path decides)."""

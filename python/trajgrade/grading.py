@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from trajgrade import _core
 from trajgrade._core import Grader, TrajgradeError
+from trajgrade.results import LazyGradeResult
 from trajgrade.suites import SuiteInput, load_suite
 from trajgrade.traces import TraceInput, trace_bytes
 from trajgrade.v1 import result_pb2, suite_pb2
@@ -58,30 +59,35 @@ class CompiledSuite:
         """Grades many traces in parallel (the GIL is released); one outcome per trace, in order.
 
         A trace that cannot be graded becomes that item's `ItemError`; the others are graded.
+        Each graded trace's result is a `LazyGradeResult`: a `GradeResult` decoded on first
+        use. `bytes` go to the core as they are and plain dicts are encoded by the core.
         """
-        slots: list[result_pb2.GradeResult | result_pb2.ItemError | None] = []
-        payloads: list[bytes] = []
-        origin: list[int] = []
-        for i, trace in enumerate(traces):
-            try:
-                payloads.append(trace_bytes(trace, f"traces[{i}]"))
-            except TrajgradeError as exc:
-                slots.append(_item_error(exc, trace))
-                continue
-            origin.append(i)
-            slots.append(None)
-        for i, raw in zip(origin, self._inner.grade_batch(payloads), strict=True):
-            outcome = result_pb2.TraceOutcome.FromString(raw)
-            if outcome.WhichOneof("outcome") == "error":
-                # The core numbers items within `payloads`; report the caller's index.
-                outcome.error.field = _TRACES_INDEX.sub(f"traces[{i}]", outcome.error.field)
-                slots[i] = outcome.error
+        items = traces if isinstance(traces, list) else list(traces)
+        raws, errors = self._inner.grade_inputs(items, _prepare)
+        outcomes: list[result_pb2.GradeResult | result_pb2.ItemError] = list(
+            map(LazyGradeResult, raws)  # type: ignore[arg-type] # a GradeResult, decoded lazily
+        )
+        for i in errors:
+            raw = raws[i]
+            if isinstance(raw, bytes):
+                error = result_pb2.ItemError.FromString(raw)
+                # The core numbers items within its call; report the caller's index.
+                error.field = _TRACES_INDEX.sub(f"traces[{i}]", error.field)
+                outcomes[i] = error
             else:
-                slots[i] = outcome.result
-        return [s for s in slots if s is not None]
+                outcomes[i] = raw
+        return outcomes
 
     def __repr__(self) -> str:
         return f"CompiledSuite(suite_id={self.suite_id!r})"
+
+
+def _prepare(i: int, trace: TraceInput) -> bytes | result_pb2.ItemError:
+    """An item the binding does not take as it is: its `Trace` bytes, or its `ItemError`."""
+    try:
+        return trace_bytes(trace, f"traces[{i}]")
+    except TrajgradeError as exc:
+        return _item_error(exc, trace)
 
 
 def _item_error(exc: TrajgradeError, trace: object) -> result_pb2.ItemError:

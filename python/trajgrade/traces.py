@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from trajgrade._core import InvalidRequestError
+from trajgrade._core import InvalidRequestError, encode_trace_dict
 from trajgrade._messages import MessageParseError, parse_dict
 from trajgrade.suites import looks_like_path
 from trajgrade.v1 import trace_pb2
@@ -55,6 +55,9 @@ def trace_bytes(trace: TraceInput, field: str = "trace") -> bytes:
     elif isinstance(trace, str):
         message = trace_from_text(trace, field)
     elif isinstance(trace, Mapping):
+        encoded = encode_trace_dict(trace)  # the plain shapes, encoded by the binding
+        if encoded is not None:
+            return encoded
         message = trace_from_dict(trace, field)
     else:
         raise invalid_trace(field, f"unsupported trace input: {type(trace).__name__}")

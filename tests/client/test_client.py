@@ -24,6 +24,7 @@ from trajgrade.client import (
     UnauthenticatedError,
     UnavailableError,
 )
+from trajgrade.server.wire import count_fields
 from trajgrade.v1 import result_pb2
 
 from .conftest import SUITE, ThreadedServer, trace
@@ -112,17 +113,17 @@ def test_item_errors_stay_in_their_slot(make_server: Any) -> None:
 
 
 class _ChunkLog:
-    """The real core, recording the size of each chunk the server grades (grade_traces)."""
+    """The real core, recording the size of each chunk the server grades (grade_stream_chunk)."""
 
     def __init__(self) -> None:
         self.inner = trajgrade._core.Grader(trajgrade._core.Limits(max_calls_per_trace=2))
         self.chunks: list[int] = []
 
-    def grade_traces(
-        self, suite: Any, traces: list[bytes], cancel: trajgrade._core.CancelToken | None = None
-    ) -> list[bytes]:
-        self.chunks.append(len(traces))
-        return self.inner.grade_traces(suite, traces, cancel)
+    def grade_stream_chunk(
+        self, suite: Any, message: bytes, cancel: trajgrade._core.CancelToken | None = None
+    ) -> bytes:
+        self.chunks.append(count_fields(message, 4, ())[0])
+        return self.inner.grade_stream_chunk(suite, message, cancel)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -17,6 +17,7 @@ from trajgrade import _core
 from trajgrade.server.app import GradingServer
 from trajgrade.server.settings import Settings
 from trajgrade.server.status import error_info
+from trajgrade.server.wire import count_fields
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc, suite_pb2, trace_pb2
 
 CASES_PATH = Path(__file__).resolve().parents[1] / "conformance" / "cases.jsonl"
@@ -144,6 +145,10 @@ class GatedGrader:
     ) -> list[bytes]:
         self._wait(len(traces))
         return self.inner.grade_traces(suite, traces, cancel)
+
+    def grade_stream_chunk(self, suite: Any, message: bytes) -> bytes:
+        self._wait(count_fields(message, 4, ())[0])
+        return self.inner.grade_stream_chunk(suite, message)
 
     def register_suite(self, suite: bytes) -> str:
         return self.inner.register_suite(suite)

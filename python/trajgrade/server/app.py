@@ -136,6 +136,11 @@ class GradingServer:
             executor_threads=s.executor_threads,
             metrics=self.metrics,
             retry_after_ms=s.retry_after_ms,
+            # Only the core's own grader: a wrapper may block, which the loop must never do.
+            grade_here=(
+                self.grader.grade_requests_here if isinstance(self.grader, _core.Grader) else None
+            ),
+            inline_bytes=s.inline_grade_bytes,
         )
         self._control = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="trajgrade-control"

@@ -9,7 +9,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from trajgrade import _core
@@ -33,20 +32,32 @@ class GraderLike(Protocol):
 
 
 Solo = Callable[[bytes], bytes]
+GradeHere = Callable[
+    [list[bytes], list[_core.CancelToken | None]], Sequence[bytes | BaseException]
+]
 
 
-@dataclass(eq=False)
 class _Entry:
-    payload: bytes
-    future: asyncio.Future[bytes]
-    deadline: float | None  # loop.time() after which grading is pointless
-    enqueued: float  # loop.time() at submission
-    solo: Solo | None = None  # grades a BatchGradeTraces request or stream chunk alone, in one call
-    cancel: _core.CancelToken | None = None  # the RPC's token: the core stops when it is cancelled
-    size: int = field(init=False)
+    """One queued item (a plain class with slots: one is made per unary call)."""
 
-    def __post_init__(self) -> None:
-        self.size = len(self.payload)
+    __slots__ = ("cancel", "deadline", "enqueued", "future", "payload", "size", "solo")
+
+    def __init__(
+        self,
+        payload: bytes,
+        future: asyncio.Future[bytes],
+        deadline: float | None,
+        enqueued: float,
+        solo: Solo | None = None,
+        cancel: _core.CancelToken | None = None,
+    ) -> None:
+        self.payload = payload
+        self.future = future
+        self.deadline = deadline  # loop.time() after which grading is pointless
+        self.enqueued = enqueued  # loop.time() at submission
+        self.solo = solo  # grades a BatchGradeTraces request or stream chunk alone, in one call
+        self.cancel = cancel  # the RPC's token: the core stops when it is cancelled
+        self.size = len(payload)
 
 
 class Batcher:
@@ -70,8 +81,15 @@ class Batcher:
         executor_threads: int,
         metrics: ServerMetrics,
         retry_after_ms: int = 100,
+        grade_here: GradeHere | None = None,
+        inline_bytes: int = 0,
     ) -> None:
         self._grader = grader
+        # A unary batch of at most inline_bytes is graded by grade_here right on the event loop
+        # (on this thread, not the pool): for a few traces the executor hop, the GIL hand-offs
+        # and waking the pool's threads cost more CPU than grading them.
+        self._grade_here = grade_here if inline_bytes > 0 else None
+        self._inline_bytes = inline_bytes
         self._max_batch = max_batch_size
         self._delay = max_batch_delay_s
         self._max_items = max_queue_size
@@ -84,10 +102,14 @@ class Batcher:
         self._wakeup = asyncio.Event()
         self._retry_after_ms = retry_after_ms
         self._room = asyncio.Event()  # set when an item leaves the queue (or on close)
+        # Queued items that wake the collector: 1 while it waits for a first item, the room
+        # left while it fills a batch (it also wakes at the batch's flush time).
+        self._wake_at = 1
         self._slots = asyncio.Semaphore(executor_threads)
         self._running: set[asyncio.Task[None]] = set()
         self._collector: asyncio.Task[None] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        metrics.queue_depth.set_function(self._queue.__len__)  # read at scrape, not per item
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -190,8 +212,8 @@ class Batcher:
         )
         self._queue.append(entry)
         self._queued_bytes += entry.size
-        self._metrics.queue_depth.set(len(self._queue))
-        self._wakeup.set()
+        if solo is not None or len(self._queue) >= self._wake_at:
+            self._wakeup.set()
         return entry.future
 
     def full(self, size: int = 0) -> bool:
@@ -228,7 +250,6 @@ class Batcher:
     def _pop(self) -> _Entry:
         entry = self._queue.popleft()
         self._queued_bytes -= entry.size
-        self._metrics.queue_depth.set(len(self._queue))
         self._room.set()
         return entry
 
@@ -252,37 +273,54 @@ class Batcher:
             return False
         return True
 
-    async def _next_alive(self, flush_at: float | None) -> _Entry | None:
-        """The next live queued entry, waiting until flush_at (None: forever) for one to come."""
+    async def _next_alive(self) -> _Entry | None:
+        """The next live queued entry, waiting for one to come; None once closed and empty."""
         loop = asyncio.get_running_loop()
         while True:
             while self._queue:
-                entry = self._queue[0]
-                if entry.solo is not None and flush_at is not None:
-                    return None  # a whole batch request is never merged into a unary batch
-                self._pop()
+                entry = self._pop()
                 if self._alive(entry, loop.time()):
                     return entry
             if self._closed:
                 return None
             self._wakeup.clear()
-            if flush_at is None:
-                await self._wakeup.wait()
-                continue
-            remaining = flush_at - loop.time()
-            if remaining <= 0:
-                return None
+            await self._wakeup.wait()
+
+    async def _fill(self, batch: list[_Entry]) -> None:
+        """Adds queued unary items to ``batch`` until it is full or its delay is over.
+
+        While it waits, submit() wakes it only once enough items for a full batch are queued
+        (or a whole-batch request, which ends the batch), and one timer wakes it at the flush
+        time: not once per arriving item.
+        """
+        loop = asyncio.get_running_loop()
+        # Count the delay from the oldest item: time it spent waiting for a free core slot
+        # already counts against it.
+        flush_at = batch[0].enqueued + self._delay
+        while True:
+            while self._queue and len(batch) < self._max_batch:
+                if self._queue[0].solo is not None:
+                    return  # a whole batch request is never merged into a unary batch
+                entry = self._pop()
+                if self._alive(entry, loop.time()):
+                    batch.append(entry)
+            if len(batch) >= self._max_batch or self._closed or loop.time() >= flush_at:
+                return
+            self._wake_at = self._max_batch - len(batch)
+            self._wakeup.clear()
+            timer = loop.call_at(flush_at, self._wakeup.set)
             try:
-                await asyncio.wait_for(self._wakeup.wait(), remaining)
-            except TimeoutError:
-                return None
+                await self._wakeup.wait()
+            finally:
+                timer.cancel()
+                self._wake_at = 1
 
     async def _collect(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if self._closed and not self._queue:
                 return
-            first = await self._next_alive(None)
+            first = await self._next_alive()
             if first is None:
                 if self._closed and not self._queue:
                     return
@@ -296,23 +334,10 @@ class Batcher:
                     self._slots.release()
                 continue
             batch = [first]
-            # Count the delay from the oldest item: time it spent waiting for a free core slot
-            # already counts against it.
-            flush_at = first.enqueued + self._delay
-            while len(batch) < self._max_batch:
-                if not self._queue and loop.time() >= flush_at:
-                    break
-                entry = await self._next_alive(flush_at)
-                if entry is None:
-                    break
-                batch.append(entry)
+            await self._fill(batch)
             # Drop items that died while the batch was forming.
             now = loop.time()
-            batch = [e for e in batch if self._alive(e, now)]
-            if batch:
-                self._launch(batch, self._grade_many)
-            else:
-                self._slots.release()
+            self._dispatch([e for e in batch if self._alive(e, now)])
 
     def _launch(
         self, batch: list[_Entry], run: Callable[[list[_Entry]], list[bytes | BaseException]]
@@ -320,6 +345,32 @@ class Batcher:
         task = asyncio.get_running_loop().create_task(self._run(batch, run))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
+
+    def _dispatch(self, batch: list[_Entry]) -> None:
+        """A formed unary batch (holding one slot): graded here when small, else in the pool."""
+        if not batch:
+            self._slots.release()
+        elif self._grade_here is not None and sum(e.size for e in batch) <= self._inline_bytes:
+            self._grade_inline(batch, self._grade_here)
+        else:
+            self._launch(batch, self._grade_many)
+
+    def _grade_inline(self, batch: list[_Entry], grade_here: GradeHere) -> None:
+        """Grades a small batch on the event loop thread and answers it (holds one slot)."""
+        self._metrics.batch_size.observe(len(batch))
+        started = time.perf_counter()
+        try:
+            results: Sequence[bytes | BaseException] = grade_here(
+                [e.payload for e in batch], [e.cancel for e in batch]
+            )
+            if len(results) != len(batch):
+                raise RuntimeError(f"core returned {len(results)} results for {len(batch)} items")
+        except Exception as exc:  # the whole core call failed: every item gets the error
+            results = [exc] * len(batch)
+        finally:
+            self._metrics.grading_seconds.observe(time.perf_counter() - started)
+            self._slots.release()
+        _settle(batch, results)
 
     def _grade_many(self, batch: list[_Entry]) -> list[bytes | BaseException]:
         cancels = [e.cancel for e in batch]
@@ -352,10 +403,15 @@ class Batcher:
             self._metrics.grading_seconds.observe(time.perf_counter() - started)
             self._metrics.in_flight_batches.dec()
             self._slots.release()
-        for entry, result in zip(batch, results, strict=True):
-            if entry.future.done():
-                continue  # cancelled while grading: the answer has nobody to go to
-            if isinstance(result, BaseException):
-                entry.future.set_exception(result)
-            else:
-                entry.future.set_result(result)
+        _settle(batch, results)
+
+
+def _settle(batch: list[_Entry], results: Sequence[bytes | BaseException]) -> None:
+    """Hands each entry its answer (or error)."""
+    for entry, result in zip(batch, results, strict=True):
+        if entry.future.done():
+            continue  # cancelled while grading: the answer has nobody to go to
+        if isinstance(result, BaseException):
+            entry.future.set_exception(result)
+        else:
+            entry.future.set_result(result)

@@ -91,13 +91,19 @@ class ServerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self._children: dict[tuple[str, grpc.StatusCode], tuple[Any, Any]] = {}
         self._http: Any = None
         self._http_thread: threading.Thread | None = None
 
     def count(self, rpc: str, code: grpc.StatusCode, seconds: float) -> None:
         """Record one answered RPC."""
-        self.requests.labels(rpc, code.name).inc()
-        self.rpc_latency.labels(rpc).observe(seconds)
+        # Every RPC passes here: the labelled children are looked up once, not per call.
+        children = self._children.get((rpc, code))
+        if children is None:
+            children = (self.requests.labels(rpc, code.name), self.rpc_latency.labels(rpc))
+            self._children[(rpc, code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def answered(self) -> dict[str, int]:
         """RPCs answered so far by status code name (for the shutdown log line)."""

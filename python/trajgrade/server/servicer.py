@@ -26,7 +26,7 @@ from trajgrade.server.status import (
     to_status,
 )
 from trajgrade.v1 import grader_service_pb2, result_pb2
-from trajgrade.wire import encode_varint, length_delimited
+from trajgrade.wire import length_delimited
 
 SERVICE_NAME: str = grader_service_pb2.DESCRIPTOR.services_by_name["GraderService"].full_name
 
@@ -43,11 +43,10 @@ _SUITE = 1
 _BATCH_SUITE = 1
 _BATCH_SUITE_REF = (1, 2)
 _BATCH_TRACES = 3
-# StreamGradeTracesRequest.traces = 4 (a chunk); StreamGradeTracesResponse.outcomes = 2.
+# StreamGradeTracesRequest.traces = 4 (a chunk; the core frames its outcomes as field 2).
 _STREAM_TRACE = 1
 _STREAM_SUITE = 2
 _STREAM_TRACES = 4
-_STREAM_OUTCOMES_TAG = b"\x12"  # field 2, length-delimited
 
 
 class CoreGrader(Protocol):
@@ -66,6 +65,8 @@ class CoreGrader(Protocol):
     def grade_traces(
         self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
     ) -> list[bytes]: ...
+
+    def grade_stream_chunk(self, suite: Any, message: bytes) -> bytes: ...
 
 
 # grpc ships no type information, so the context is effectively Any to mypy.
@@ -155,17 +156,17 @@ class GraderServicer:
         return suite
 
     def _grade_chunk(
-        self, inline: bool, suite: bytes, traces: list[bytes], token: _core.CancelToken
+        self, inline: bool, suite: bytes, message: bytes, token: _core.CancelToken
     ) -> bytes:
         """Runs on a grading thread: one stream chunk in one core call, as BatchGradeTraces.
 
-        Answers the StreamGradeTracesResponse bytes: one `outcomes` entry per trace, in order;
-        a trace that does not decode or is over a limit gets its ItemError (field traces[i],
-        i within the message) and its siblings are graded.
+        The core splits the message's traces and answers the StreamGradeTracesResponse bytes:
+        one `outcomes` entry per trace, in order; a trace that does not decode or is over a
+        limit gets its ItemError (field traces[i], i within the message) and its siblings are
+        graded.
         """
         compiled = self._suite(inline=inline, value=suite)
-        outcomes = self._grader.grade_traces(compiled, traces, token)
-        return b"".join([_STREAM_OUTCOMES_TAG + encode_varint(len(o)) + o for o in outcomes])
+        return self._grader.grade_stream_chunk(compiled, message, token)
 
     async def register_suite(self, request: bytes, context: Ctx) -> bytes:
         """RegisterSuite: validate, compile and keep; answers the content-hash id."""
@@ -250,7 +251,7 @@ class GraderServicer:
         checked: tuple[bool, bytes] | None = None  # the suite reference last found usable
         try:
             async for message in requests:
-                traces, found = wire.split_fields(
+                traces, found = wire.count_fields(
                     message, _STREAM_TRACES, (_STREAM_TRACE, *_SUITE_REF)
                 )
                 refs = [n for n in _SUITE_REF if n in found]
@@ -298,29 +299,30 @@ class GraderServicer:
     def _chunk(
         self,
         message: bytes,
-        traces: list[bytes],
+        traces: int,
         has_trace: bool,
         suite: tuple[bool, bytes],
         token: _core.CancelToken,
     ) -> _Pending:
-        """A chunk message, checked, ready to be graded alone in one core call."""
+        """A chunk message of ``traces`` traces, checked, ready to be graded alone in one core
+        call."""
         if has_trace:
             raise RequestInvalidError(
                 "a StreamGradeTracesRequest sets trace or traces, not both", field="traces"
             )
-        if len(traces) > self._max_batch_items:
+        if traces > self._max_batch_items:
             raise TooManyTracesError(
-                f"{len(traces)} traces in one StreamGradeTracesRequest; the limit is "
+                f"{traces} traces in one StreamGradeTracesRequest; the limit is "
                 f"{self._max_batch_items} (max_batch_items)",
                 field="traces",
             )
         inline, value = suite
         grade = self._grade_chunk
 
-        def solo(_message: bytes) -> bytes:
-            return grade(inline, value, traces, token)
+        def solo(chunk: bytes) -> bytes:
+            return grade(inline, value, chunk, token)
 
-        return _Pending(message, solo=solo, traces=len(traces))
+        return _Pending(message, solo=solo, traces=traces)
 
     async def _submit_with_backpressure(
         self, item: _Pending, context: Ctx, window: _Window, token: _core.CancelToken

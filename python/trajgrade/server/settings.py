@@ -11,7 +11,8 @@ from typing import Any
 
 ENV_PREFIX = "TRAJGRADE_"
 DEFAULT_LISTEN = "127.0.0.1:50051"
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 
 
 class SettingsError(ValueError):
@@ -113,6 +114,14 @@ class Settings:
         2, "Python threads handing batches to the core (parallelism is in the core)", int
     )
     grade_threads: int = _setting(0, "core grading threads per worker (0: one per core)", int)
+    # Off by default: while the loop grades it serves nobody and no deadline can stop it.
+    inline_grade_bytes: int = _setting(
+        0,
+        "opt-in: a unary batch of at most this many request bytes is graded on the event loop "
+        "thread, not handed to the pool (0: never); trusted callers only (a deadline cannot "
+        "stop it)",
+        int,
+    )
     # Core limits (SPEC section 7); defaults match docs/internals/core-api.md.
     max_trace_bytes: int = _setting(4 * MIB, "largest encoded trace", int)
     max_calls_per_trace: int = _setting(10_000, "most tool calls in one trace", int)
@@ -219,6 +228,8 @@ class Settings:
             raise SettingsError("max_batch_delay_us must not be negative")
         if self.grade_threads < 0:
             raise SettingsError("grade_threads must not be negative")
+        if self.inline_grade_bytes < 0:
+            raise SettingsError("inline_grade_bytes must not be negative")
         if self.grace_period_s < 0:
             raise SettingsError("grace_period_s must not be negative")
         if not self.listen:

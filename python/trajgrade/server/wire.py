@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from trajgrade.server.status import RequestInvalidError
 
@@ -150,13 +150,35 @@ def split_fields(
     """The values of the length-delimited field ``repeated`` in order, and for each of
     ``singles`` that occurs, the last occurrence as (start of the field, start of the value, end).
 
-    One pass over the outer framing; the values (whole traces) are sliced, never decoded. The
-    common case, a one-byte tag and a length-delimited value, is read inline: a chunk of
-    thousands of traces is split on the event loop, so this loop is kept tight.
+    One pass over the outer framing; the values (whole traces) are sliced, never decoded.
     """
     values: list[bytes] = []
+    _, found = _scan(buf, repeated, singles, values.append)
+    return values, found
+
+
+def count_fields(
+    buf: bytes, repeated: int, singles: tuple[int, ...]
+) -> tuple[int, dict[int, tuple[int, int, int]]]:
+    """As split_fields, with only the number of ``repeated`` values (nothing is copied: the
+    core splits the chunk itself)."""
+    return _scan(buf, repeated, singles, None)
+
+
+def _scan(
+    buf: bytes,
+    repeated: int,
+    singles: tuple[int, ...],
+    append: Callable[[bytes], None] | None,
+) -> tuple[int, dict[int, tuple[int, int, int]]]:
+    """The loop of split_fields / count_fields: how many ``repeated`` values (each also given
+    to ``append``, unless None) and the singles found.
+
+    The common case, a one-byte tag and a length-delimited value, is read inline: a chunk of
+    thousands of traces is framed on the event loop, so this loop is kept tight.
+    """
     found: dict[int, tuple[int, int, int]] = {}
-    append = values.append
+    count = 0
     size = len(buf)
     pos = 0
     while pos < size:
@@ -176,21 +198,19 @@ def split_fields(
             if pos > size:
                 raise RequestInvalidError("request is not a valid protobuf message (truncated)")
             number = key >> 3
-            if number == repeated:
-                append(buf[value_start:pos])
-            elif number in singles:
-                found[number] = (start, value_start, pos)
-            continue
-        # Anything else (a long tag, another wire type): the general reader, one field.
-        number, kind, value_start, pos = _field_at(buf, start)
-        if kind != _LEN:
-            if number == repeated or number in singles:
-                raise RequestInvalidError(
-                    f"request is not a valid protobuf message (field {number}, wire type {kind})"
-                )
-            continue
+        else:  # anything else (a long tag, another wire type): the general reader, one field
+            number, kind, value_start, pos = _field_at(buf, start)
+            if kind != _LEN:
+                if number == repeated or number in singles:
+                    raise RequestInvalidError(
+                        f"request is not a valid protobuf message (field {number}, wire type "
+                        f"{kind})"
+                    )
+                continue
         if number == repeated:
-            append(buf[value_start:pos])
+            count += 1
+            if append is not None:
+                append(buf[value_start:pos])
         elif number in singles:
             found[number] = (start, value_start, pos)
-    return values, found
+    return count, found

@@ -79,11 +79,17 @@ enum EnvelopeSuite {
 
 /// `BatchGradeTracesResponse` written from already-encoded outcomes (field 1, repeated).
 fn encode_outcomes(outcomes: &[Vec<u8>]) -> Vec<u8> {
+    encode_outcomes_as(1, outcomes)
+}
+
+/// Already-encoded outcomes as the repeated message field `tag` (1: `BatchGradeTracesResponse`,
+/// 2: `StreamGradeTracesResponse`).
+fn encode_outcomes_as(tag: u32, outcomes: &[Vec<u8>]) -> Vec<u8> {
     use crate::wire::{varint_len, Writer};
     let total: usize = outcomes.iter().map(|o| 1 + varint_len(o.len() as u64) + o.len()).sum();
     let mut w = Writer::with_capacity(total);
     for o in outcomes {
-        w.message_header(1, o.len());
+        w.message_header(tag, o.len());
         w.buf.extend_from_slice(o);
     }
     w.buf
@@ -204,12 +210,34 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, r)| {
-                    let cancel = cancels.get(i).and_then(Option::as_ref);
-                    catch_unwind(AssertUnwindSafe(|| self.grade_request(r, cancel)))
-                        .unwrap_or_else(|_| Err(CoreError::Internal("grading panicked".to_owned())))
+                    self.grade_request_guarded(r, cancels.get(i).and_then(Option::as_ref))
                 })
                 .collect()
         })
+    }
+
+    /// As `grade_requests_with`, one item after the other on the calling thread: for a batch
+    /// too small to be worth waking the pool's threads (the wake-ups and their spinning cost
+    /// more than grading a few traces). Same bytes as `grade_requests`.
+    pub fn grade_requests_here(
+        &self,
+        requests: &[&[u8]],
+        cancels: &[Option<CancelFlag>],
+    ) -> Vec<Result<Vec<u8>, CoreError>> {
+        requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| self.grade_request_guarded(r, cancels.get(i).and_then(Option::as_ref)))
+            .collect()
+    }
+
+    fn grade_request_guarded(
+        &self,
+        request: &[u8],
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Vec<u8>, CoreError> {
+        catch_unwind(AssertUnwindSafe(|| self.grade_request(request, cancel)))
+            .unwrap_or_else(|_| Err(CoreError::Internal("grading panicked".to_owned())))
     }
 
     /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse` (one
@@ -257,6 +285,39 @@ impl Grader {
         };
         let refs: Vec<&[u8]> = req.traces.iter().map(Vec::as_slice).collect();
         Ok(encode_outcomes(&self.grade_traces_with(&suite, &refs, cancel)))
+    }
+
+    /// One `StreamGradeTracesRequest` chunk against its suite (the caller resolved the suite
+    /// ref, which may have been set by an earlier message) → the `StreamGradeTracesResponse`
+    /// bytes: one `outcomes` entry (field 2) per trace of `traces` (field 4), in order, each
+    /// graded where it stands in the message (never copied). A trace that does not decode or is
+    /// over a limit is that item's `ItemError` (field `traces[i]`, i within the message).
+    /// Err for broken framing or more than `max_batch_items` traces.
+    pub fn grade_stream_chunk(
+        &self,
+        suite: &CompiledSuite,
+        message: &[u8],
+        cancel: Option<&CancelFlag>,
+    ) -> Result<Vec<u8>, CoreError> {
+        let traces = crate::wire::repeated_len_field(message, 4).ok_or_else(|| {
+            CoreError::invalid_request(
+                "INVALID_REQUEST",
+                "traces".to_owned(),
+                "request is not a valid protobuf message".to_owned(),
+            )
+        })?;
+        if traces.len() > self.limits.max_batch_items {
+            return Err(CoreError::limit(
+                "TOO_MANY_TRACES",
+                "traces".to_owned(),
+                format!(
+                    "{} traces in one StreamGradeTracesRequest; the limit is {}",
+                    traces.len(),
+                    self.limits.max_batch_items
+                ),
+            ));
+        }
+        Ok(encode_outcomes_as(2, &self.grade_traces_with(suite, &traces, cancel)))
     }
 
     /// Grades serialized `Trace` messages against one suite: one serialized `TraceOutcome` each.
@@ -798,6 +859,33 @@ mod tests {
         let fits = Grader::new(Limits { max_suite_bytes: encoded.len(), ..Limits::default() }, 1);
         assert!(fits.grade_requests(&[single.as_slice()]).remove(0).is_ok());
         assert!(fits.grade_batch_request(&batch).is_ok());
+    }
+
+    #[test]
+    fn stream_chunks_are_split_and_framed_in_the_core() {
+        let g = Grader::new(Limits { max_batch_items: 3, ..Limits::default() }, 1);
+        let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
+        let traces =
+            [trace("t1", &["a"]).encode_to_vec(), vec![0xFF], trace("t3", &["b"]).encode_to_vec()];
+        let field = |tag: u8, value: &[u8]| {
+            let mut out = vec![tag << 3 | 2];
+            prost::encoding::encode_varint(value.len() as u64, &mut out);
+            out.extend_from_slice(value);
+            out
+        };
+        // The traces among other fields (a suite_id, a varint): only field 4 is graded.
+        let mut message: Vec<u8> = traces.iter().flat_map(|t| field(4, t)).collect();
+        message.extend(field(3, b"s1-ignored"));
+        message.extend([0x28, 0x01]);
+        let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
+        let expected: Vec<u8> =
+            g.grade_traces(&compiled, &refs).iter().flat_map(|o| field(2, o)).collect();
+        assert_eq!(g.grade_stream_chunk(&compiled, &message, None).expect("graded"), expected);
+        let broken = g.grade_stream_chunk(&compiled, &message[..message.len() - 3], None);
+        assert_eq!(broken.expect_err("truncated").reason_code(), "INVALID_REQUEST");
+        let four: Vec<u8> = [&message[..], &field(4, &traces[0])].concat();
+        let over = g.grade_stream_chunk(&compiled, &four, None).expect_err("over max_batch_items");
+        assert_eq!(over.reason_code(), "TOO_MANY_TRACES");
     }
 
     #[test]

@@ -281,6 +281,25 @@ pub fn message_field_len(bytes: &[u8], tag: u32) -> usize {
     total
 }
 
+/// Every value of the length-delimited field `tag` at the top level of `bytes`, borrowed, in
+/// order (other fields skipped); `None` for malformed framing or `tag` with another wire type.
+pub fn repeated_len_field(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut values = Vec::new();
+    while !r.done() {
+        let (t, wire) = r.key()?;
+        if t == tag {
+            if wire != 2 {
+                return None;
+            }
+            values.push(r.bytes()?);
+        } else {
+            r.skip(wire)?;
+        }
+    }
+    Some(values)
+}
+
 /// A protobuf writer for the result messages (fields in tag order, defaults omitted: the
 /// bytes prost writes for the same message).
 pub struct Writer {

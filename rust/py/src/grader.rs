@@ -6,14 +6,15 @@ use prost::Message;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 use trajgrade_core::arrow_cols::{ArrowTraces, RawArray, RawTraces};
 use trajgrade_core::proto::v1::Trace;
 use trajgrade_core::work::CancelFlag;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
 use crate::detach::run_detached;
-use crate::errors::{to_exception, PyCoreError};
+use crate::dict_trace::Chunk;
+use crate::errors::{internal_error, to_exception, PyCoreError};
 use crate::jsonl::{check_range, PyJsonlBlock};
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
@@ -182,6 +183,17 @@ pub struct PyCompiledSuite {
     suite: Arc<CompiledSuite>,
 }
 
+impl PyCompiledSuite {
+    /// One chunk graded on the pool, detached.
+    fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<(Chunk, Vec<Vec<u8>>)> {
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        run_detached(py, move || {
+            let results = grader.grade_traces(&suite, &chunk.traces());
+            (chunk, results)
+        })
+    }
+}
+
 #[pymethods]
 impl PyCompiledSuite {
     #[getter]
@@ -215,9 +227,145 @@ impl PyCompiledSuite {
         Ok(bytes_list(py, &out))
     }
 
+    /// The public batch path: `items` (`bytes` graded as they are, plain trace dicts encoded
+    /// here; any other item becomes `prepare(i, item)`: `bytes` to grade, or anything else as
+    /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's serialized
+    /// `GradeResult`; when i is in `errors` (ascending) it is the core's serialized `ItemError`
+    /// (its field numbered within a chunk) or what `prepare` returned.
+    ///
+    /// Items go to the core in chunks; while one chunk grades on the pool, the next is encoded
+    /// here (that needs the interpreter), so encoding dicts overlaps grading.
+    fn grade_inputs<'py>(
+        &self,
+        py: Python<'py>,
+        items: &Bound<'py, PyList>,
+        prepare: &Bound<'py, PyAny>,
+    ) -> PyResult<(Vec<Bound<'py, PyAny>>, Vec<usize>)> {
+        let mut out = Outcomes { items: Vec::with_capacity(items.len()), errors: Vec::new() };
+        if items.len() <= INPUT_CHUNK {
+            let (chunk, settled) = take_chunk(items, 0, prepare)?;
+            let graded = self.grade_chunk(py, chunk)?;
+            out.add(py, 0, graded, settled);
+            return Ok((out.items, out.errors));
+        }
+        std::thread::scope(|scope| -> PyResult<()> {
+            let mut in_flight: Option<Job<'_, 'py>> = None;
+            let mut start = 0;
+            loop {
+                let next = if start < items.len() {
+                    let (chunk, settled) = take_chunk(items, start, prepare)?;
+                    let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+                    let job = scope.spawn(move || {
+                        let results = grader.grade_traces(&suite, &chunk.traces());
+                        (chunk, results)
+                    });
+                    Some((start, job, settled))
+                } else {
+                    None
+                };
+                if let Some((at, job, settled)) = in_flight.take() {
+                    let graded = py.detach(|| job.join()).map_err(|_| internal_error("panic"))?;
+                    out.add(py, at, graded, settled);
+                }
+                match next {
+                    Some((at, job, settled)) => {
+                        start = at + INPUT_CHUNK;
+                        in_flight = Some((at, job, settled));
+                    }
+                    None => return Ok(()),
+                }
+            }
+        })?;
+        Ok((out.items, out.errors))
+    }
+
     fn __repr__(&self) -> String {
         format!("CompiledSuite(suite_id={:?})", self.suite.id())
     }
+}
+
+/// `items[start..start + INPUT_CHUNK]` as a chunk, with what `prepare` settled, in order.
+fn take_chunk<'py>(
+    items: &Bound<'py, PyList>,
+    start: usize,
+    prepare: &Bound<'py, PyAny>,
+) -> PyResult<(Chunk, Vec<Bound<'py, PyAny>>)> {
+    let mut chunk = Chunk::default();
+    let mut settled = Vec::new();
+    for i in start..(start + INPUT_CHUNK).min(items.len()) {
+        let item = items.get_item(i)?;
+        if chunk.push(&item)?.is_none() {
+            let prepared = prepare.call1((i, item))?;
+            if !chunk.push_prepared(&prepared)? {
+                settled.push(prepared);
+            }
+        }
+    }
+    Ok((chunk, settled))
+}
+
+/// A chunk grading on its own thread: its first item, the thread, what `prepare` settled.
+type Job<'scope, 'py> =
+    (usize, std::thread::ScopedJoinHandle<'scope, (Chunk, Vec<Vec<u8>>)>, Vec<Bound<'py, PyAny>>);
+
+/// `grade_inputs`' answer as it is built, chunk by chunk.
+struct Outcomes<'py> {
+    items: Vec<Bound<'py, PyAny>>,
+    errors: Vec<usize>,
+}
+
+impl<'py> Outcomes<'py> {
+    /// One graded chunk starting at item `start`: its core outcomes and settled items, merged
+    /// back in item order.
+    fn add(
+        &mut self,
+        py: Python<'py>,
+        start: usize,
+        (chunk, results): (Chunk, Vec<Vec<u8>>),
+        settled: Vec<Bound<'py, PyAny>>,
+    ) {
+        let (mut results, mut settled) = (results.iter(), settled.into_iter());
+        for (i, was_graded) in (start..).zip(chunk.graded()) {
+            if !was_graded {
+                self.errors.push(i);
+                self.items.extend(settled.next());
+                continue;
+            }
+            let (number, value) = results.next().map_or((0, &[][..]), |o| outcome_value(o));
+            if number != OUTCOME_RESULT {
+                self.errors.push(i);
+            }
+            self.items.push(PyBytes::new(py, value).into_any());
+        }
+    }
+}
+
+/// Items encoded and graded per core call in `grade_inputs` (bounds the dict arena).
+const INPUT_CHUNK: usize = 512;
+
+/// `TraceOutcome.result` (field 1); `error` is field 2.
+const OUTCOME_RESULT: u64 = 1;
+
+/// The one field of a serialized `TraceOutcome` (the core writes exactly one): its number and
+/// value bytes.
+fn outcome_value(outcome: &[u8]) -> (u64, &[u8]) {
+    let mut pos = 0;
+    let mut read = || {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = outcome.get(pos).copied().unwrap_or(0);
+            pos += 1;
+            value |= u64::from(byte & 0x7F) << shift;
+            if byte < 0x80 {
+                break;
+            }
+        }
+        value
+    };
+    let key = read();
+    let len = read() as usize;
+    let start = pos.min(outcome.len());
+    (key >> 3, &outcome[start..(start + len).min(outcome.len())])
 }
 
 /// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.
@@ -382,6 +530,26 @@ impl PyGrader {
             .collect()
     }
 
+    /// As `grade_requests`, graded on the calling thread, not on the pool (small batches).
+    #[pyo3(signature = (requests, cancels = None))]
+    fn grade_requests_here<'py>(
+        &self,
+        py: Python<'py>,
+        requests: Vec<PyBackedBytes>,
+        cancels: Option<Vec<Option<Bound<'py, PyCancelToken>>>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let grader = Arc::clone(&self.inner);
+        let flags: Vec<Option<CancelFlag>> =
+            cancels.unwrap_or_default().iter().map(|t| flag(t.as_ref())).collect();
+        let out = run_detached(py, move || grader.grade_requests_here(&borrow(&requests), &flags))?;
+        out.into_iter()
+            .map(|item| match item {
+                Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any()),
+                Err(e) => to_exception(py, &e),
+            })
+            .collect()
+    }
+
     /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
     /// `cancel` is cancelled, the traces not yet graded end as `CANCELLED` item errors.
     #[pyo3(signature = (request, cancel = None))]
@@ -415,6 +583,24 @@ impl PyGrader {
             grader.grade_traces_with(&suite, &borrow(&traces), cancel.as_ref())
         })?;
         Ok(bytes_list(py, &out))
+    }
+
+    /// A serialized `StreamGradeTracesRequest` chunk (`traces`) against `suite` → serialized
+    /// `StreamGradeTracesResponse` (one `outcomes` entry per trace): split and framed here.
+    #[pyo3(signature = (suite, message, cancel = None))]
+    fn grade_stream_chunk<'py>(
+        &self,
+        py: Python<'py>,
+        suite: &Bound<'py, PyCompiledSuite>,
+        message: PyBackedBytes,
+        cancel: Option<&Bound<'py, PyCancelToken>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
+        let cancel = flag(cancel);
+        let out =
+            run_detached(py, move || grader.grade_stream_chunk(&suite, &message, cancel.as_ref()))?
+                .map_err(PyCoreError)?;
+        Ok(PyBytes::new(py, &out))
     }
 
     /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized

@@ -1,5 +1,6 @@
 //! `trajgrade._core`: the `PyO3` binding of trajgrade-core (glue only; grading lives in the core).
 mod detach;
+mod dict_trace;
 mod errors;
 mod grader;
 mod jsonl;
@@ -15,6 +16,8 @@ mod _core {
 
     use crate::errors;
 
+    #[pymodule_export]
+    use crate::dict_trace::encode_trace_dict;
     #[pymodule_export]
     use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
