@@ -17,8 +17,10 @@ import pytest
 import regrade_workload
 from trajgrade.commands import regrade as regrade_command
 from trajgrade.regrade import read_rows
-from trajgrade.regrade.output import Row
-from trajgrade.regrade.report import AMBER_AT, GREEN_AT, rate_class
+from trajgrade.regrade.output import Row, error_row, jsonl_line
+from trajgrade.regrade.report import AMBER_AT, GREEN_AT, rate_class, render
+from trajgrade.regrade.report.traces import collect
+from trajgrade.regrade.summary import Summary
 
 WIDTH, HEIGHT = 1280, 2400
 CHROMIUM_FLAGS = (
@@ -292,3 +294,38 @@ def test_report_renders_in_headless_chromium(report: Path, tmp_path: Path) -> No
     assert (width, height) == (WIDTH, HEIGHT)
     # A blank or failed page has one or two colours; the cards, bars and text have many.
     assert len(colours) > 20, len(colours)
+
+
+def test_rows_are_classified_as_a_parse_would(tmp_path: Path) -> None:
+    """The byte test that skips passing JSONL rows is not fooled by look-alike text."""
+    tricky = '"status":"ASSERTION_STATUS_FAIL" "error":{'
+    ok = {"name": "a", "status": "ASSERTION_STATUS_PASS", "severity": "SEVERITY_HARD",
+          "reason_code": "", "reason": tricky, "positions": []}  # fmt: skip
+    rows = [
+        {"trace_id": tricky, "suite_id": "s", "verdict": "VERDICT_PASS", "score": 1.0,
+         "soft_failures": 0, "results": [ok], "error": None},
+        {"trace_id": "soft", "suite_id": "s", "verdict": "VERDICT_PASS", "score": 1.0,
+         "soft_failures": 1, "results": [{**ok, "status": "ASSERTION_STATUS_FAIL",
+                                          "severity": "SEVERITY_SOFT", "reason_code": "X"}],
+         "error": None},
+        error_row("bad", "s", "INVALID_TRACE", "f:line 3", tricky),
+    ]  # fmt: skip
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"".join(jsonl_line(r) for r in rows) + b"\n")
+    found = collect(str(path))
+    assert [(t["n"], t["id"], t["v"], t["s"]) for t in found.traces] == [
+        (2, "soft", "PASS", True),
+        (3, "bad", "ERROR", False),
+    ]
+    assert found.total == 2 and found.calls_note.startswith("the run's inputs are not known")
+    capped = collect(str(path), max_traces=1)
+    assert (capped.total, len(capped.traces), capped.truncated) == (2, 1, True)
+
+
+def test_without_the_results_file_the_summary_sample_is_shown(runs: dict[str, Path]) -> None:
+    summary = Summary()
+    summary.add(read_rows(str(runs["out"])))
+    data = _data(render(summary))
+    assert data["total"] == summary.failed + summary.errors > len(data["traces"]) == 200
+    assert [t["id"] for t in data["traces"]] == [f["trace_id"] for f in summary.failures]
+    assert "without the results file" in data["calls_note"]

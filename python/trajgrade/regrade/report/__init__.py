@@ -15,6 +15,7 @@ from trajgrade.regrade.report.traces import (
     DEFAULT_MAX_CALL_TRACES,
     DEFAULT_MAX_TRACES,
     FailingTraces,
+    Failure,
     collect,
 )
 from trajgrade.regrade.summary import Summary
@@ -179,7 +180,9 @@ def _from_summary(summary: Summary) -> FailingTraces:
     found.calls_note = "the report was written without the results file: calls are not shown"
     for i, f in enumerate(summary.failures, start=1):
         verdict = str(f["verdict"]).removeprefix("VERDICT_")
-        failing = [(r["name"], r["reason_code"], r["reason"], []) for r in f["failing"]]
+        failing: list[Failure] = [
+            (r["name"], r["reason_code"], r["reason"], []) for r in f["failing"]
+        ]
         found.add_entry(i, f["trace_id"], verdict, failing)
     found.total = summary.failed + summary.errors
     return found

@@ -33,11 +33,12 @@ select,input,button{font:inherit;padding:5px 8px;border:1px solid var(--line);bo
 background:#fff}input{width:260px}button{cursor:pointer}button:disabled{opacity:.45;
 cursor:default}
 #failures tr.trace{cursor:pointer}#failures tr.trace:hover{background:#f6f8fa}
-#failures tr.open{background:#ddf4ff}
+#failures tr.open{background:#ddf4ff}#failures td code{white-space:nowrap;word-break:normal}
 .fl{margin:0 0 2px}.fl b{font-weight:600}.pos{color:var(--muted);font-size:12px}
 .detail>td{background:#fbfcfd;padding:8px 8px 14px 40px}
 table.calls td{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;max-width:420px;
 word-break:break-all;white-space:pre-wrap}
+table.calls td:nth-child(2){word-break:normal;white-space:nowrap}
 table.calls tr.hit td{background:#ffebe9}table.calls tr.hit td:first-child{
 box-shadow:inset 3px 0 var(--red)}
 .tag{font:11px system-ui,sans-serif;color:var(--red);display:block}
@@ -136,7 +137,7 @@ JS = """
     var rows = [el('tr', {}, heads)];
     t.c.forEach(function (c, i) {
       var pos = i + 1, first = [String(pos)];
-      if (hits[pos]) first.push(el('span', {'class': 'tag'}, hits[pos]));
+      if (hits[pos]) first.push(el('span', {'class': 'tag'}, [hits[pos].join(', ')]));
       var result = c[2] === null ? '(not recorded)' : c[2];
       rows.push(el('tr', {'class': hits[pos] ? 'call hit' : 'call', 'data-pos': String(pos)}, [
         el('td', {}, first), el('td', {}, [c[0] + (c[3] ? '  (error)' : '')]),
@@ -165,7 +166,7 @@ JS = """
       var tr = el('tr', attrs, [
         el('td', {'class': 'num'}, [String(t.n)]), el('td', {}, [el('code', {}, [t.id])]),
         el('td', {}, [badge(t)]), el('td', {}, [failingList(t)]),
-        el('td', {'class': 'num'}, [t.c ? t.c.length + ' ▸' : '▸'])]);
+        el('td', {'class': 'num'}, [(t.c ? t.c.length + ' ' : '') + (open ? '▾' : '▸')])]);
       tr.addEventListener('click', function () {
         st.open = open ? '' : String(t.n); render.paged = true; writeHash(); render();
       });

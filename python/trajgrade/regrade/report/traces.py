@@ -7,9 +7,10 @@ read only up to the last trace whose calls are embedded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from trajgrade.regrade.output import Row, output_format, read_rows, row_from_json
 from trajgrade.regrade.source import ReadFailure, SourceError, read_chunks, resolve_inputs
@@ -23,10 +24,15 @@ DEFAULT_MAX_CALL_TRACES = 1_000
 MAX_CALLS = 50
 EXCERPT = 200
 
-# Our own JSONL rows are compact JSON: a passing row without soft failures holds both, and
-# neither can occur inside a JSON string (its quotes would be escaped), so such a line is
-# skipped without a parse.
-_PASSING = (b'"verdict":"VERDICT_PASS"', b'"soft_failures":0,')
+# A JSONL result row that is not a clean pass: an assertion status other than PASS, or an
+# `error` object. Quotes inside JSON strings are escaped, so these match keys and whole string
+# values only: the other rows are skipped without a parse, and rows past the list's cap are
+# counted without one.
+_NOT_PASSING = re.compile(rb'"status"\s*:\s*"(?!ASSERTION_STATUS_PASS")|"error"\s*:\s*\{')
+
+
+Failure: TypeAlias = tuple[str, str, str, list[int]]
+"""One failing assertion of a trace: (name, reason code, reason, positions)."""
 
 
 @dataclass
@@ -57,7 +63,7 @@ class FailingTraces:
         if row["error"] is not None:
             error = row["error"]
             reason = f"{error['field']}: {error['message']}"
-            failing = [("(error)", error["reason_code"], reason, [])]
+            failing: list[Failure] = [("(error)", error["reason_code"], reason, [])]
             verdict = "ERROR"
         else:
             failing = [
@@ -75,7 +81,7 @@ class FailingTraces:
         ordinal: int,
         trace_id: str,
         verdict: str,
-        failing: Sequence[tuple[str, str, str, list[int]]],
+        failing: Sequence[Failure],
     ) -> None:
         """Count one failing trace, (name, reason code, reason, positions) per failure."""
         self.total += 1
@@ -101,6 +107,11 @@ class FailingTraces:
         )
 
     @property
+    def full(self) -> bool:
+        """The list holds max_traces traces: later ones are only counted."""
+        return len(self.traces) >= self.max_traces
+
+    @property
     def truncated(self) -> bool:
         return self.total > len(self.traces)
 
@@ -118,19 +129,24 @@ class FailingTraces:
         }
 
 
-def _rows(path: str) -> Iterator[Row | None]:
-    """Result rows in file order; None for a JSONL row that passed without soft failures."""
+def _count_rows(found: FailingTraces, path: str) -> None:
+    """Count every failing row of a results file into `found`, parsing only those listed."""
     if output_format(path) != "jsonl":
-        yield from read_rows(path)
+        for ordinal, row in enumerate(read_rows(path), start=1):
+            found.add(ordinal, row)
         return
     with open(path, "rb") as handle:
+        ordinal = 0
         for line in handle:
             if not line.strip():
                 continue
-            if _PASSING[0] in line and _PASSING[1] in line:
-                yield None
+            ordinal += 1
+            if not _NOT_PASSING.search(line):
+                continue
+            if found.full:
+                found.total += 1
             else:
-                yield row_from_json(json.loads(line))
+                found.add(ordinal, row_from_json(json.loads(line)))
 
 
 def _excerpt(text: str | None) -> str | None:
@@ -219,8 +235,6 @@ def collect(
     if max_traces < 0 or max_call_traces < 0:
         raise ValueError("report caps must be at least 0")
     found = FailingTraces(max_traces=max_traces, max_call_traces=min(max_call_traces, max_traces))
-    for ordinal, row in enumerate(_rows(results), start=1):
-        if row is not None:
-            found.add(ordinal, row)
+    _count_rows(found, results)
     _attach_calls(found, inputs, input_format)
     return found
