@@ -192,6 +192,7 @@ def test_every_failing_trace_is_listed(runs: dict[str, Path], workload: dict[str
     assert [(t["n"], t["id"]) for t in data["traces"]] == [(n, r["trace_id"]) for n, r in failing]
     soft = [t for t in data["traces"] if t["s"]]
     assert soft and all(t["v"] == "PASS" for t in soft)  # soft-only failures are included
+    assert data["soft_only"] == len(soft)
     assert any(t["v"] == "ERROR" and data["codes"][t["f"][0][1]] == "INVALID_TRACE"
                for t in data["traces"])  # fmt: skip
     # Calls: the first --report-calls (default 1000 > all of them) carry the input's calls.
@@ -209,6 +210,7 @@ def test_caps_are_explicit(runs: dict[str, Path]) -> None:
     page = runs["capped"].read_text(encoding="utf-8")
     data = _data(page)
     assert len(data["traces"]) == 60 < data["total"] == len(_failing_rows(runs["out"]))
+    assert data["soft_only"] == _data(runs["html"].read_text(encoding="utf-8"))["soft_only"]
     assert data["with_calls"] == 7 == sum(1 for t in data["traces"] if "c" in t)
     assert f"{data['total']:,} traces failed; the first 60 are listed (cap 60)" in page
     assert "calls are embedded for the first 7 of" in data["calls_note"]
@@ -318,8 +320,11 @@ def test_rows_are_classified_as_a_parse_would(tmp_path: Path) -> None:
         (3, "bad", "ERROR", False),
     ]
     assert found.total == 2 and found.calls_note.startswith("the run's inputs are not known")
+    assert found.soft_only == 1
     capped = collect(str(path), max_traces=1)
     assert (capped.total, len(capped.traces), capped.truncated) == (2, 1, True)
+    counted = collect(str(path), max_traces=0)  # past the cap: counted without a parse
+    assert (counted.total, counted.soft_only, counted.traces) == (2, 1, [])
 
 
 def test_without_the_results_file_the_summary_sample_is_shown(runs: dict[str, Path]) -> None:

@@ -255,9 +255,10 @@ def render(
 {_assertion_chart(summary)}
 {_flip_section(diff) if diff is not None else ""}
 <h2 id="failing">Failing traces: {failing.total:,}</h2>
-<p class="meta">Hard failures, item errors, and traces that passed with soft failures
-({soft_traces:,} listed). Click a trace to see its calls; failing positions are highlighted.
-The filters are kept in the address (#…), so a view can be shared.</p>
+<p class="meta">{summary.failed:,} failed, {summary.errors:,} item errors and
+{failing.soft_only:,} passed with soft failures only ({soft_traces:,} of those listed).
+Click a trace to see its calls; the calls at failing positions are highlighted. Filters, page
+and the open trace are kept in the address (#…), so a view can be linked.</p>
 {"".join(f'<p class="note">{_e(n)}</p>' for n in notes)}
 <div class="controls">
 <select id="f-assertion"><option value="">every assertion</option></select>

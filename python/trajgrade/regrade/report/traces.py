@@ -29,6 +29,7 @@ EXCERPT = 200
 # values only: the other rows are skipped without a parse, and rows past the list's cap are
 # counted without one.
 _NOT_PASSING = re.compile(rb'"status"\s*:\s*"(?!ASSERTION_STATUS_PASS")|"error"\s*:\s*\{')
+_VERDICT_PASS = re.compile(rb'"verdict"\s*:\s*"VERDICT_PASS"')
 
 
 Failure: TypeAlias = tuple[str, str, str, list[int]]
@@ -40,6 +41,7 @@ class FailingTraces:
     """What the page's failing-traces section embeds, plus the notes on what was capped."""
 
     total: int = 0  # traces with a hard failure, an item error or a soft failure
+    soft_only: int = 0  # of those, traces whose verdict passed (soft failures only)
     traces: list[dict[str, Any]] = field(default_factory=list)
     assertions: list[str] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)
@@ -85,6 +87,7 @@ class FailingTraces:
     ) -> None:
         """Count one failing trace, (name, reason code, reason, positions) per failure."""
         self.total += 1
+        self.soft_only += verdict == "PASS"
         if len(self.traces) >= self.max_traces:
             return
         self.traces.append(
@@ -119,6 +122,7 @@ class FailingTraces:
         """The page's data: interned assertion names and codes, then the traces."""
         return {
             "total": self.total,
+            "soft_only": self.soft_only,
             "max_traces": self.max_traces,
             "with_calls": self.with_calls,
             "max_call_traces": self.max_call_traces,
@@ -145,6 +149,7 @@ def _count_rows(found: FailingTraces, path: str) -> None:
                 continue
             if found.full:
                 found.total += 1
+                found.soft_only += _VERDICT_PASS.search(line) is not None
             else:
                 found.add(ordinal, row_from_json(json.loads(line)))
 
