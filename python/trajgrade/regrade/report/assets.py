@@ -25,7 +25,7 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:var(--soft);
 padding:1px 4px;border-radius:4px;word-break:break-all}
 .badge{display:inline-block;font-size:12px;font-weight:600;border-radius:10px;padding:0 8px;
-color:#fff}.b-FAIL{background:var(--red)}.b-ERROR{background:var(--amber)}
+color:#fff;white-space:nowrap}.b-FAIL{background:var(--red)}.b-ERROR{background:var(--amber)}
 .b-PASS{background:var(--green)}.b-soft{background:#fff;color:var(--amber);
 border:1px solid var(--amber)}.b-added,.b-removed{background:var(--blue)}
 .controls{display:flex;gap:8px;flex-wrap:wrap;align-items:center;margin:8px 0}
@@ -41,7 +41,7 @@ word-break:break-all;white-space:pre-wrap}
 table.calls td:nth-child(2){word-break:normal;white-space:nowrap}
 table.calls tr.hit td{background:#ffebe9}table.calls tr.hit td:first-child{
 box-shadow:inset 3px 0 var(--red)}
-.tag{font:11px system-ui,sans-serif;color:var(--red);display:block}
+.tag{font:11px system-ui,sans-serif;color:var(--red);display:block;word-break:normal}
 .note{background:#fff8c5;border:1px solid #d4a72c66;border-radius:6px;padding:6px 10px;
 margin:8px 0}
 .pager{display:flex;gap:8px;align-items:center;margin:8px 0}
