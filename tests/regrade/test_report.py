@@ -334,3 +334,16 @@ def test_without_the_results_file_the_summary_sample_is_shown(runs: dict[str, Pa
     assert data["total"] == summary.failed + summary.errors > len(data["traces"]) == 200
     assert [t["id"] for t in data["traces"]] == [f["trace_id"] for f in summary.failures]
     assert "without the results file" in data["calls_note"]
+
+
+def test_calls_are_dropped_with_a_note_when_the_inputs_changed(
+    runs: dict[str, Path], workload: dict[str, Path], tmp_path: Path
+) -> None:
+    # clean.jsonl lacks the broken line: from trace 102 on, the ids no longer line up.
+    found = collect(str(runs["out"]), [str(workload["clean"])])
+    assert "the inputs changed since the run" in found.calls_note
+    assert "'broken'" in found.calls_note
+    assert found.with_calls == 0 and not any("c" in t for t in found.traces)
+    gone = collect(str(runs["out"]), [str(tmp_path / "gone.jsonl")])
+    assert gone.calls_note.startswith("the inputs could not be read again")
+    assert len(gone.traces) == gone.total > 0  # the list itself does not need the inputs
