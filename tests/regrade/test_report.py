@@ -212,7 +212,10 @@ def test_caps_are_explicit(runs: dict[str, Path]) -> None:
     assert len(data["traces"]) == 60 < data["total"] == len(_failing_rows(runs["out"]))
     assert data["soft_only"] == _data(runs["html"].read_text(encoding="utf-8"))["soft_only"]
     assert data["with_calls"] == 7 == sum(1 for t in data["traces"] if "c" in t)
-    assert f"{data['total']:,} traces failed; the first 60 are listed (cap 60)" in page
+    assert (
+        f"{data['total']:,} traces failed; the first 60 are listed (cap 60, --report-traces)"
+        in page
+    )
     assert "calls are embedded for the first 7 of" in data["calls_note"]
 
 

@@ -224,7 +224,7 @@ def render(
     if failing.truncated:
         notes.append(
             f"{failing.total:,} traces failed; the first {listed:,} are listed (cap "
-            f"{failing.max_traces:,}). The results file holds every row."
+            f"{failing.max_traces:,}, --report-traces). The results file holds every row."
         )
     if failing.calls_note:
         notes.append(failing.calls_note)

@@ -223,7 +223,7 @@ def _attach_calls(found: FailingTraces, inputs: Sequence[str], fmt: str) -> None
     elif found.total > attached:
         found.calls_note = (
             f"calls are embedded for the first {attached:,} of {found.total:,} failing traces "
-            f"(cap {found.max_call_traces:,}); regrade the others' inputs to see theirs"
+            f"(cap {found.max_call_traces:,}, --report-calls)"
         )
 
 
