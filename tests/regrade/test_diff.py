@@ -55,19 +55,49 @@ def test_flips_match_a_direct_comparison(two_runs: tuple[Path, Path]) -> None:
         for r in row["results"]
         if r["name"] == "tool_count:search_flights" and r["status"] == "ASSERTION_STATUS_FAIL"
     )
-    # Assertions only in one run are reported, not silently dropped.
-    assert "tool_called:get_user" in result.assertions
-    assert "tool_called:search_flights" in result.assertions
+    # Assertions only in one run are reported as removed/added, not silently dropped and
+    # not as a 0% pass rate.
+    removed = result.assertions["tool_called:get_user"]
+    added = result.assertions["tool_called:search_flights"]
+    assert (removed.status, removed.new_rate, removed.delta) == ("removed", None, None)
+    assert (added.status, added.old_rate, added.delta) == ("added", None, None)
+    assert removed.old_rate is not None and added.new_rate is not None
+    assert counted.status == "kept" and counted.delta == counted.new_rate - 1.0
 
 
 def test_cli_json_and_exit_code(
-    two_runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+    two_runs: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     old, new = two_runs
+    monkeypatch.setenv("COLUMNS", "160")  # one table row per line
     assert diff_command.main([str(old), str(new), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["flipped"] == len(document["flips"]) > 0
+    assert document["flipped_share"] == document["flipped"] / document["common"]
+    assert sum(document["flip_counts"].values()) == document["flipped"]
+    for transition, n in document["flip_counts"].items():
+        assert document["flip_shares"][transition] == n / 600
+    removed = document["assertions"]["tool_called:get_user"]
+    added = document["assertions"]["tool_called:search_flights"]
+    assert removed["status"] == "removed" and removed["new_pass_rate"] is None
+    assert removed["new_total"] == 0 and removed["old_total"] == 600
+    assert added["status"] == "added" and added["old_pass_rate"] is None
+    assert added["delta"] is None and added["new_total"] == 600
+    kept = document["assertions"]["tool_count:search_flights"]
+    assert kept["status"] == "kept" and kept["delta"] < 0
     assert diff_command.main([str(old), str(old), "--exit-code"]) == 0
     assert "0 flipped verdict" in capsys.readouterr().out
     assert diff_command.main([str(old), str(new), "--exit-code"]) == 1
-    assert "verdict flips" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "verdict flips" in table
+    lines = {line.split("│")[1].strip(): line for line in table.splitlines() if "│" in line}
+    assert "removed" in lines["tool_called:get_user"]
+    assert "added" in lines["tool_called:search_flights"]
+    assert "0.0%" not in lines["tool_called:get_user"] + lines["tool_called:search_flights"]
+    # Flips by transition: counts and their share of the 600 traces in both runs.
+    flipped = json.loads(json.dumps(diff_files(str(old), str(new)).flip_counts))
+    for transition, n in flipped.items():
+        row = lines[transition.replace("->", " → ")]
+        assert f" {n} " in row and f"{n / 600:.1%}" in row

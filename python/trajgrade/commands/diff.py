@@ -10,8 +10,9 @@ from typing import Any
 DESCRIPTION = """\
 Compare two results files written by `trajgrade regrade` (.jsonl or .parquet, in any mix).
 Traces are matched by trace_id (the n-th occurrence of an id with the n-th). Prints per-assertion
-pass-rate changes and the traces whose verdict flipped; --json prints the same as JSON. Exit
-code 0, or with --exit-code 1 when any verdict flipped."""
+pass-rate changes (an assertion in one run only reads "added" or "removed"), verdict flips by
+transition (count and share of the traces in both runs) and the traces whose verdict flipped;
+--json prints the same as JSON. Exit code 0, or with --exit-code 1 when any verdict flipped."""
 
 
 def register(subparsers: Any) -> None:

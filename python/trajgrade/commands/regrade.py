@@ -85,6 +85,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="earlier results to show verdict flips against in the report",
     )
+    parser.add_argument(
+        "--report-traces",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="failing traces listed in the report (all are counted; default 20000)",
+    )
+    parser.add_argument(
+        "--report-calls",
+        type=int,
+        default=1_000,
+        metavar="N",
+        help="of those, the first N open to their calls, read back from the inputs (default 1000)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -94,12 +108,17 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
 
     from trajgrade import regrade as api  # noqa: PLC0415
     from trajgrade.regrade.diff import diff_files  # noqa: PLC0415
-    from trajgrade.regrade.report import write_report  # noqa: PLC0415
+    from trajgrade.regrade.report import RunInfo, write_report  # noqa: PLC0415
 
     console = Console(stderr=True)
     chunk_size = args.chunk_size or api.DEFAULT_CHUNK_SIZE
     if args.min_pass_rate is not None and not 0.0 <= args.min_pass_rate <= 1.0:
         console.print("[red]trajgrade regrade: --min-pass-rate must be within 0..1[/red]")
+        return 2
+    if args.report_traces < 0 or args.report_calls < 0:
+        console.print(
+            "[red]trajgrade regrade: --report-traces and --report-calls must be at least 0[/red]"
+        )
         return 2
     if args.engine == "ray" and (args.resume or args.server):
         console.print(
@@ -148,7 +167,21 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
     Console().print(summary.table())
     if args.report:
         diff = diff_files(args.baseline, args.out) if args.baseline else None
-        write_report(args.report, summary, diff)
+        info = RunInfo(
+            suite_name=_suite_name(suite),
+            inputs=args.inputs,
+            input_format=args.format,
+            results=args.out,
+            baseline=args.baseline or "",
+        )
+        write_report(
+            args.report,
+            summary,
+            diff,
+            info=info,
+            max_traces=args.report_traces,
+            max_call_traces=args.report_calls,
+        )
         console.print(f"report: {args.report}")
     if args.min_pass_rate is not None and summary.pass_rate < args.min_pass_rate:
         console.print(
@@ -157,6 +190,13 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
         )
         return 1
     return 0
+
+
+def _suite_name(suite: bytes) -> str:
+    """The suite's human name (Suite.name), shown in the report."""
+    from trajgrade.v1 import suite_pb2  # noqa: PLC0415
+
+    return suite_pb2.Suite.FromString(suite).name
 
 
 def _suite_bytes(args: argparse.Namespace) -> bytes:

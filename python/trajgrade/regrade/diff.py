@@ -35,12 +35,36 @@ class AssertionChange:
     fail_to_pass: int = 0
 
     @property
-    def old_rate(self) -> float:
-        return self.old_passed / self.old_total if self.old_total else 0.0
+    def old_rate(self) -> float | None:
+        """Pass rate in the old run; None when the assertion is not in it (added)."""
+        return self.old_passed / self.old_total if self.old_total else None
 
     @property
-    def new_rate(self) -> float:
-        return self.new_passed / self.new_total if self.new_total else 0.0
+    def new_rate(self) -> float | None:
+        """Pass rate in the new run; None when the assertion is not in it (removed)."""
+        return self.new_passed / self.new_total if self.new_total else None
+
+    @property
+    def status(self) -> str:
+        """added, removed (present in one run only) or kept."""
+        if not self.old_total:
+            return "added"
+        return "removed" if not self.new_total else "kept"
+
+    @property
+    def delta(self) -> float | None:
+        """new_rate - old_rate, None unless the assertion is in both runs."""
+        if self.old_rate is None or self.new_rate is None:
+            return None
+        return self.new_rate - self.old_rate
+
+    def rates_text(self) -> tuple[str, str, str]:
+        """(old, new, Δ) as shown in the table and the report: an assertion in one run only
+        reads "added"/"removed", never as a 0% pass rate."""
+        old = "—" if self.old_rate is None else f"{self.old_rate:.1%}"
+        new = "—" if self.new_rate is None else f"{self.new_rate:.1%}"
+        delta = self.status if self.delta is None else f"{self.delta:+.1%}"
+        return old, new, delta
 
 
 @dataclass
@@ -61,6 +85,10 @@ class RunDiff:
     def flipped(self) -> int:
         return sum(self.flip_counts.values())
 
+    def share(self, count: int) -> float:
+        """count as a fraction of the traces in both runs (0 when there are none)."""
+        return count / self.common if self.common else 0.0
+
     def to_json(self) -> dict[str, Any]:
         """The --json document."""
         return {
@@ -70,13 +98,21 @@ class RunDiff:
             "only_old": self.only_old,
             "only_new": self.only_new,
             "flipped": self.flipped,
+            "flipped_share": self.share(self.flipped),
             "flip_counts": dict(sorted(self.flip_counts.items())),
+            "flip_shares": {k: self.share(n) for k, n in sorted(self.flip_counts.items())},
             "flips": self.flips,
             "flips_truncated": self.flipped > len(self.flips),
             "assertions": {
                 name: {
+                    "status": c.status,
                     "old_pass_rate": c.old_rate,
                     "new_pass_rate": c.new_rate,
+                    "delta": c.delta,
+                    "old_passed": c.old_passed,
+                    "old_total": c.old_total,
+                    "new_passed": c.new_passed,
+                    "new_total": c.new_total,
                     "pass_to_fail": c.pass_to_fail,
                     "fail_to_pass": c.fail_to_pass,
                 }
@@ -91,24 +127,33 @@ class RunDiff:
             f"{self.only_new} only in new); {self.flipped} flipped verdict",
             title_justify="left",
         )
-        head.add_column("assertion")
-        head.add_column("old pass rate", justify="right")
-        head.add_column("new pass rate", justify="right")
-        head.add_column("Δ", justify="right")
-        head.add_column("pass→fail", justify="right")
-        head.add_column("fail→pass", justify="right")
+        # Names fold rather than lose their end (the tool) to an ellipsis on a narrow terminal.
+        head.add_column("assertion", overflow="fold")
+        for label in ("old pass", "new pass", "Δ", "pass→fail", "fail→pass"):
+            head.add_column(label, justify="right", no_wrap=True)
         for name, c in self.assertions.items():
-            delta = c.new_rate - c.old_rate
-            style = "red" if delta < 0 else ("green" if delta > 0 else "")
+            old, new, delta = c.rates_text()
+            if c.delta is None:
+                style = "cyan"
+            else:
+                style = "red" if c.delta < 0 else ("green" if c.delta > 0 else "")
             head.add_row(
                 name,
-                f"{c.old_rate:.1%}",
-                f"{c.new_rate:.1%}",
-                f"[{style}]{delta:+.1%}[/{style}]" if style else f"{delta:+.1%}",
+                old,
+                new,
+                f"[{style}]{delta}[/{style}]" if style else delta,
                 str(c.pass_to_fail),
                 str(c.fail_to_pass),
             )
-        flips = Table(title="verdict flips", title_justify="left")
+        counts = Table(title="verdict flips by transition", title_justify="left")
+        counts.add_column("old → new")
+        counts.add_column("traces", justify="right")
+        counts.add_column(f"% of {self.common} in both", justify="right")
+        for transition, n in sorted(self.flip_counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            counts.add_row(transition.replace("->", " → "), str(n), f"{self.share(n):.1%}")
+        shown = len(self.flips)
+        more = f" (first {shown} of {self.flipped})" if self.flipped > shown else ""
+        flips = Table(title=f"verdict flips{more}", title_justify="left")
         flips.add_column("trace")
         flips.add_column("old → new")
         flips.add_column("assertions changed")
@@ -118,7 +163,7 @@ class RunDiff:
                 f"{flip['old']} → {flip['new']}",
                 ", ".join(f"{c['name']} {c['old']}→{c['new']}" for c in flip["changed"]),
             )
-        return Group(head, flips)
+        return Group(head, counts, flips)
 
 
 def _keyed(rows: Iterator[Row]) -> Iterator[tuple[tuple[str, int], Row]]:
