@@ -32,9 +32,7 @@ class GraderLike(Protocol):
 
 
 Solo = Callable[[bytes], bytes]
-GradeHere = Callable[
-    [list[bytes], list[_core.CancelToken | None]], Sequence[bytes | BaseException]
-]
+GradeHere = Callable[[list[bytes], list[_core.CancelToken | None]], Sequence[bytes | BaseException]]
 
 
 class _Entry:
@@ -48,6 +46,7 @@ class _Entry:
         future: asyncio.Future[bytes],
         deadline: float | None,
         enqueued: float,
+        *,
         solo: Solo | None = None,
         cancel: _core.CancelToken | None = None,
     ) -> None:
@@ -207,8 +206,8 @@ class Batcher:
             loop.create_future(),
             None if deadline is None else now + deadline,
             now,
-            solo,
-            cancel,
+            solo=solo,
+            cancel=cancel,
         )
         self._queue.append(entry)
         self._queued_bytes += entry.size

@@ -66,7 +66,9 @@ class CoreGrader(Protocol):
         self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
     ) -> list[bytes]: ...
 
-    def grade_stream_chunk(self, suite: Any, message: bytes) -> bytes: ...
+    def grade_stream_chunk(
+        self, suite: Any, message: bytes, cancel: _core.CancelToken | None = None
+    ) -> bytes: ...
 
 
 # grpc ships no type information, so the context is effectively Any to mypy.
