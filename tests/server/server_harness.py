@@ -146,9 +146,11 @@ class GatedGrader:
         self._wait(len(traces))
         return self.inner.grade_traces(suite, traces, cancel)
 
-    def grade_stream_chunk(self, suite: Any, message: bytes) -> bytes:
+    def grade_stream_chunk(
+        self, suite: Any, message: bytes, cancel: _core.CancelToken | None = None
+    ) -> bytes:
         self._wait(count_fields(message, 4, ())[0])
-        return self.inner.grade_stream_chunk(suite, message)
+        return self.inner.grade_stream_chunk(suite, message, cancel)
 
     def register_suite(self, suite: bytes) -> str:
         return self.inner.register_suite(suite)
