@@ -177,9 +177,14 @@ class Grader:
         """Serialized `GradeTraceRequest`s → serialized `GradeTraceResponse` or the item's error;
         item i stops once `cancels[i]` is cancelled (`CancelledError`)."""
     def grade_requests_here(
-        self, requests: list[bytes], cancels: list[CancelToken | None] | None = None
-    ) -> list[bytes | TrajgradeError]:
-        """As grade_requests, graded on the calling thread, not the pool (small batches)."""
+        self,
+        requests: list[bytes],
+        cancels: list[CancelToken | None] | None = None,
+        max_work_units: int = ...,
+    ) -> list[bytes | TrajgradeError | None]:
+        """As grade_requests, graded on the calling thread, not the pool (small batches), each
+        item within `max_work_units`; an item that needs more is None (grade it again with
+        grade_requests, which has the full limit)."""
     def grade_batch_request(self, request: bytes, cancel: CancelToken | None = None) -> bytes:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
         `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""

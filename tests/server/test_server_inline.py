@@ -29,10 +29,13 @@ class Recorder:
         return self.inner.grade_requests(requests, cancels)
 
     def grade_requests_here(
-        self, requests: list[bytes], cancels: list[_core.CancelToken | None] | None = None
-    ) -> Sequence[bytes | BaseException]:
+        self,
+        requests: list[bytes],
+        cancels: list[_core.CancelToken | None] | None = None,
+        max_work_units: int = 2**64 - 1,
+    ) -> Sequence[bytes | BaseException | None]:
         self.calls.append(("here", len(requests), threading.get_ident()))
-        return self.inner.grade_requests_here(requests, cancels)
+        return self.inner.grade_requests_here(requests, cancels, max_work_units)
 
 
 async def _grade_all(batcher: Batcher, requests: list[bytes]) -> list[bytes]:
@@ -67,6 +70,35 @@ async def test_batches_go_where_their_size_says(valid_cases: list[Case], inline_
     else:
         assert kinds == {("here", True)}  # all fit: graded on the loop thread
     assert sum(n for _, n, _ in recorder.calls) == len(requests)
+
+
+@pytest.mark.parametrize("units", [1, 100_000])
+async def test_items_over_the_inline_work_units_are_graded_again_in_the_pool(
+    valid_cases: list[Case], units: int
+) -> None:
+    # Every conformance trace needs more than one work unit and far fewer than 100,000: with 1
+    # each leaves the loop for the pool, with the default none does; the answers never change.
+    requests = [request_for(c).SerializeToString() for c in valid_cases[:40]]
+    recorder = Recorder()
+    batcher = Batcher(
+        recorder,
+        max_batch_size=64,
+        max_batch_delay_s=0.05,
+        max_queue_size=100,
+        max_queue_bytes=1 << 30,
+        executor_threads=2,
+        metrics=ServerMetrics(),
+        grade_here=recorder.grade_requests_here,
+        inline_bytes=1 << 20,
+        inline_work_units=units,
+    )
+    answers = await _grade_all(batcher, requests)
+    assert answers == recorder.inner.grade_requests(requests)
+    loop_thread = threading.get_ident()
+    here = sum(n for kind, n, t in recorder.calls if kind == "here" and t == loop_thread)
+    pool = sum(n for kind, n, t in recorder.calls if kind == "pool" and t != loop_thread)
+    assert here == len(requests)  # every item tried on the loop first
+    assert pool == (len(requests) if units == 1 else 0)
 
 
 @pytest.mark.parametrize("inline_grade_bytes", [0, 256 * 1024])

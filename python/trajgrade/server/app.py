@@ -141,6 +141,7 @@ class GradingServer:
                 self.grader.grade_requests_here if isinstance(self.grader, _core.Grader) else None
             ),
             inline_bytes=s.inline_grade_bytes,
+            inline_work_units=s.inline_work_units,
         )
         self._control = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="trajgrade-control"

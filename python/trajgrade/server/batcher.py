@@ -32,7 +32,10 @@ class GraderLike(Protocol):
 
 
 Solo = Callable[[bytes], bytes]
-GradeHere = Callable[[list[bytes], list[_core.CancelToken | None]], Sequence[bytes | BaseException]]
+# (requests, cancel tokens, work units each) -> answers; None: needs more units than given.
+GradeHere = Callable[
+    [list[bytes], list[_core.CancelToken | None], int], Sequence[bytes | BaseException | None]
+]
 
 
 class _Entry:
@@ -82,6 +85,7 @@ class Batcher:
         retry_after_ms: int = 100,
         grade_here: GradeHere | None = None,
         inline_bytes: int = 0,
+        inline_work_units: int = 100_000,
     ) -> None:
         self._grader = grader
         # A unary batch of at most inline_bytes is graded by grade_here right on the event loop
@@ -89,6 +93,9 @@ class Batcher:
         # and waking the pool's threads cost more CPU than grading them.
         self._grade_here = grade_here if inline_bytes > 0 else None
         self._inline_bytes = inline_bytes
+        # Each inline item may spend this many work units (a few ms at most); one that needs
+        # more is graded again in the pool with the full limit, so the loop is never held long.
+        self._inline_work_units = inline_work_units
         self._max_batch = max_batch_size
         self._delay = max_batch_delay_s
         self._max_items = max_queue_size
@@ -355,12 +362,18 @@ class Batcher:
             self._launch(batch, self._grade_many)
 
     def _grade_inline(self, batch: list[_Entry], grade_here: GradeHere) -> None:
-        """Grades a small batch on the event loop thread and answers it (holds one slot)."""
+        """Grades a small batch on the event loop thread and answers it (holds one slot).
+
+        Each item gets at most ``inline_work_units``: the loop serves nobody while it grades and
+        no deadline can fire meanwhile. Items that need more go to the pool (keeping the slot),
+        where they are graded from the start with the full limit: the same answer either way.
+        """
         self._metrics.batch_size.observe(len(batch))
         started = time.perf_counter()
+        results: Sequence[bytes | BaseException | None]
         try:
-            results: Sequence[bytes | BaseException] = grade_here(
-                [e.payload for e in batch], [e.cancel for e in batch]
+            results = grade_here(
+                [e.payload for e in batch], [e.cancel for e in batch], self._inline_work_units
             )
             if len(results) != len(batch):
                 raise RuntimeError(f"core returned {len(results)} results for {len(batch)} items")
@@ -368,8 +381,13 @@ class Batcher:
             results = [exc] * len(batch)
         finally:
             self._metrics.grading_seconds.observe(time.perf_counter() - started)
+        done = [(e, r) for e, r in zip(batch, results, strict=True) if r is not None]
+        _settle([e for e, _ in done], [r for _, r in done])
+        deferred = [e for e, r in zip(batch, results, strict=True) if r is None]
+        if deferred:
+            self._launch(deferred, self._grade_many)  # releases the slot when graded
+        else:
             self._slots.release()
-        _settle(batch, results)
 
     def _grade_many(self, batch: list[_Entry]) -> list[bytes | BaseException]:
         cancels = [e.cancel for e in batch]

@@ -114,12 +114,16 @@ class Settings:
         2, "Python threads handing batches to the core (parallelism is in the core)", int
     )
     grade_threads: int = _setting(0, "core grading threads per worker (0: one per core)", int)
-    # Off by default: while the loop grades it serves nobody and no deadline can stop it.
     inline_grade_bytes: int = _setting(
-        0,
-        "opt-in: a unary batch of at most this many request bytes is graded on the event loop "
-        "thread, not handed to the pool (0: never); trusted callers only (a deadline cannot "
-        "stop it)",
+        256 * KIB,
+        "a unary batch of at most this many request bytes is graded on the event loop thread, "
+        "not handed to the pool (0: never)",
+        int,
+    )
+    inline_work_units: int = _setting(
+        100_000,
+        "work units each inline-graded item may spend; one that needs more is graded again in "
+        "the pool with max_work_units (bounds how long the event loop is busy grading)",
         int,
     )
     # Core limits (SPEC section 7); defaults match docs/internals/core-api.md.
@@ -230,6 +234,8 @@ class Settings:
             raise SettingsError("grade_threads must not be negative")
         if self.inline_grade_bytes < 0:
             raise SettingsError("inline_grade_bytes must not be negative")
+        if self.inline_work_units < 1:
+            raise SettingsError("inline_work_units must be at least 1")
         if self.grace_period_s < 0:
             raise SettingsError("grace_period_s must not be negative")
         if not self.listen:

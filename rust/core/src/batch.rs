@@ -210,34 +210,49 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, r)| {
-                    self.grade_request_guarded(r, cancels.get(i).and_then(Option::as_ref))
+                    let cancel = cancels.get(i).and_then(Option::as_ref);
+                    // Without a cap nothing is deferred.
+                    self.grade_request_guarded(r, cancel, None).unwrap_or_else(|| {
+                        Err(CoreError::Internal("deferred without a cap".to_owned()))
+                    })
                 })
                 .collect()
         })
     }
 
-    /// As `grade_requests_with`, one item after the other on the calling thread: for a batch
-    /// too small to be worth waking the pool's threads (the wake-ups and their spinning cost
-    /// more than grading a few traces). Same bytes as `grade_requests`.
+    /// As `grade_requests_with`, one item after the other on the calling thread, each with a
+    /// work limit of `cap` units (when below `max_work_units`): for a batch too small to be
+    /// worth waking the pool's threads (the wake-ups and their spinning cost more than grading
+    /// a few traces), where the caller must not be held long. An item that needs more than
+    /// `cap` is `None`: grade it again with `grade_requests_with` (the full limit, from the
+    /// start, so its answer does not depend on where it was graded). The others are the same
+    /// bytes as `grade_requests`.
     pub fn grade_requests_here(
         &self,
         requests: &[&[u8]],
         cancels: &[Option<CancelFlag>],
-    ) -> Vec<Result<Vec<u8>, CoreError>> {
+        cap: u64,
+    ) -> Vec<Option<Result<Vec<u8>, CoreError>>> {
         requests
             .iter()
             .enumerate()
-            .map(|(i, r)| self.grade_request_guarded(r, cancels.get(i).and_then(Option::as_ref)))
+            .map(|(i, r)| {
+                self.grade_request_guarded(r, cancels.get(i).and_then(Option::as_ref), Some(cap))
+            })
             .collect()
     }
 
+    /// One request, a panic being that item's `Internal` error; `None` when it needed more
+    /// than `cap` work units.
     fn grade_request_guarded(
         &self,
         request: &[u8],
         cancel: Option<&CancelFlag>,
-    ) -> Result<Vec<u8>, CoreError> {
-        catch_unwind(AssertUnwindSafe(|| self.grade_request(request, cancel)))
+        cap: Option<u64>,
+    ) -> Option<Result<Vec<u8>, CoreError>> {
+        catch_unwind(AssertUnwindSafe(|| self.grade_request(request, cancel, cap)))
             .unwrap_or_else(|_| Err(CoreError::Internal("grading panicked".to_owned())))
+            .transpose()
     }
 
     /// A serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse` (one
@@ -628,31 +643,39 @@ impl Grader {
         stop.error(self.limits.max_work_units, format!("lines[{i}]"))
     }
 
-    /// A decoded request's trace, checked and graded (field `trace`).
+    /// A decoded request's trace, checked and graded (field `trace`); `Ok(None)` when `cap`
+    /// (a work limit below `max_work_units`) was not enough.
     fn grade_request_trace(
         &self,
         suite: &CompiledSuite,
         trace: &Trace,
         cancel: Option<&CancelFlag>,
-    ) -> Result<Vec<u8>, CoreError> {
+        cap: Option<u64>,
+    ) -> Result<Option<Vec<u8>>, CoreError> {
         check_trace(trace, &self.limits, "trace")?;
-        let view = cancellable(TraceView::new(trace, &self.limits), cancel);
-        let result = suite
-            .grade_view(&view)
-            .map_err(|stop| stop.error(self.limits.max_work_units, "trace".to_owned()))?;
-        Ok(GradeTraceResponse { result: Some(result) }.encode_to_vec())
+        let mut view = cancellable(TraceView::new(trace, &self.limits), cancel);
+        let cap = cap.filter(|&c| c < self.limits.max_work_units);
+        if let Some(c) = cap {
+            view = view.with_work_limit(c);
+        }
+        match suite.grade_view(&view) {
+            Ok(result) => Ok(Some(GradeTraceResponse { result: Some(result) }.encode_to_vec())),
+            Err(Stop::WorkLimit) if cap.is_some() => Ok(None),
+            Err(stop) => Err(stop.error(self.limits.max_work_units, "trace".to_owned())),
+        }
     }
 
     fn grade_request(
         &self,
         bytes: &[u8],
         cancel: Option<&CancelFlag>,
-    ) -> Result<Vec<u8>, CoreError> {
+        cap: Option<u64>,
+    ) -> Result<Option<Vec<u8>>, CoreError> {
         self.check_inline_suite_len(bytes, 2)?;
         if let Some(suite) = self.raw_hit(bytes, 2, 3) {
             if let Ok(req) = TraceOnlyRequest::decode(bytes) {
                 let trace = req.trace.unwrap_or_default();
-                return self.grade_request_trace(&suite, &trace, cancel);
+                return self.grade_request_trace(&suite, &trace, cancel, cap);
             }
         }
         let raw = crate::wire::sole_message_field(bytes, 2, 3).map(raw_key);
@@ -665,7 +688,7 @@ impl Grader {
             None => return Err(missing_suite()),
         };
         let trace = req.trace.unwrap_or_default();
-        self.grade_request_trace(&suite, &trace, cancel)
+        self.grade_request_trace(&suite, &trace, cancel, cap)
     }
 
     fn compile_decoded(&self, suite: Suite) -> Result<Arc<CompiledSuite>, CoreError> {
@@ -814,6 +837,8 @@ mod tests {
         BatchGradeTracesResponse, GradeTraceRequest, GradeTraceResponse, Suite, ToolCall, Trace,
         TraceOutcome,
     };
+    use crate::suite::CompiledSuite;
+    use crate::trace::TraceView;
 
     fn suite() -> Suite {
         serde_json::from_str(r#"{"assertions":[{"tool_called":{"tool":"a"}}]}"#).expect("decodes")
@@ -859,6 +884,44 @@ mod tests {
         let fits = Grader::new(Limits { max_suite_bytes: encoded.len(), ..Limits::default() }, 1);
         assert!(fits.grade_requests(&[single.as_slice()]).remove(0).is_ok());
         assert!(fits.grade_batch_request(&batch).is_ok());
+    }
+
+    #[test]
+    fn here_grading_defers_what_needs_more_than_its_cap() {
+        let g = Grader::new(Limits::default(), 1);
+        // A step that is never found: the scan visits every call.
+        let scan: Suite = serde_json::from_str(
+            r#"{"assertions":[{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"b"}]}}]}"#,
+        )
+        .expect("decodes");
+        let request = |calls: &[&str]| {
+            GradeTraceRequest {
+                trace: Some(trace("t1", calls)),
+                suite_ref: Some(grade_trace_request::SuiteRef::Suite(scan.clone())),
+            }
+            .encode_to_vec()
+        };
+        let (small, big) = (request(&["a"]), request(&["a"; 400]));
+        let refs = [small.as_slice(), big.as_slice()];
+        let full = g.grade_requests(&refs);
+        // A generous cap grades both, byte for byte as the pool does.
+        let roomy = g.grade_requests_here(&refs, &[], u64::MAX);
+        for (here, pool) in roomy.iter().zip(&full) {
+            assert_eq!(here.as_ref().expect("not deferred").as_ref().ok(), pool.as_ref().ok());
+        }
+        // A tight cap grades the small trace and hands the big one back, never an error.
+        let units = |r: &[u8]| {
+            let t = GradeTraceRequest::decode(r).expect("decodes").trace.expect("has a trace");
+            let suite = CompiledSuite::compile(&scan, g.limits()).expect("compiles");
+            let view = TraceView::new(&t, g.limits());
+            suite.grade_view(&view).expect("graded");
+            view.work().used()
+        };
+        let cap = units(&small);
+        assert!(units(&big) > cap, "the big trace costs more");
+        let tight = g.grade_requests_here(&refs, &[], cap);
+        assert_eq!(tight[0].as_ref().expect("fits").as_ref().ok(), full[0].as_ref().ok());
+        assert!(tight[1].is_none(), "deferred to the pool");
     }
 
     #[test]

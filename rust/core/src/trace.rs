@@ -83,6 +83,13 @@ impl<'a> TraceView<'a> {
         self
     }
 
+    /// This view with a work limit other than `Limits::max_work_units` (a first, cheap attempt).
+    #[must_use]
+    pub fn with_work_limit(mut self, limit: u64) -> Self {
+        self.work = self.work.with_limit(limit);
+        self
+    }
+
     /// The work meter of this grading (long loops spend from it and stop when it says so).
     pub fn work(&self) -> &Work {
         &self.work

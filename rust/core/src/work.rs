@@ -89,6 +89,12 @@ impl Work {
         true
     }
 
+    /// This meter with another limit (same cancellation flag, nothing spent yet).
+    #[must_use]
+    pub fn with_limit(self, limit: u64) -> Self {
+        Work::new(limit, self.cancel)
+    }
+
     /// Why the grading must stop, once a [`spend`](Self::spend) said so.
     pub fn stopped(&self) -> Option<Stop> {
         self.stop.get()

@@ -530,22 +530,28 @@ impl PyGrader {
             .collect()
     }
 
-    /// As `grade_requests`, graded on the calling thread, not on the pool (small batches).
-    #[pyo3(signature = (requests, cancels = None))]
+    /// As `grade_requests`, graded on the calling thread, not on the pool (small batches), each
+    /// item with a work limit of `max_work_units` (when below the grader's): an item that needs
+    /// more is `None`, to be graded again by `grade_requests` with the full limit.
+    #[pyo3(signature = (requests, cancels = None, max_work_units = u64::MAX))]
     fn grade_requests_here<'py>(
         &self,
         py: Python<'py>,
         requests: Vec<PyBackedBytes>,
         cancels: Option<Vec<Option<Bound<'py, PyCancelToken>>>>,
-    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        max_work_units: u64,
+    ) -> PyResult<Vec<Option<Bound<'py, PyAny>>>> {
         let grader = Arc::clone(&self.inner);
         let flags: Vec<Option<CancelFlag>> =
             cancels.unwrap_or_default().iter().map(|t| flag(t.as_ref())).collect();
-        let out = run_detached(py, move || grader.grade_requests_here(&borrow(&requests), &flags))?;
+        let out = run_detached(py, move || {
+            grader.grade_requests_here(&borrow(&requests), &flags, max_work_units)
+        })?;
         out.into_iter()
             .map(|item| match item {
-                Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any()),
-                Err(e) => to_exception(py, &e),
+                None => Ok(None),
+                Some(Ok(bytes)) => Ok(Some(PyBytes::new(py, &bytes).into_any())),
+                Some(Err(e)) => to_exception(py, &e).map(Some),
             })
             .collect()
     }
