@@ -237,6 +237,41 @@ impl ArgsMatcher {
         self.check(t, i).rank()
     }
 
+    /// The closest of `candidates` by §9.7's ranking (earliest on ties); `None` without
+    /// candidates or once the work meter says stop (one unit per candidate ranked).
+    pub fn closest_index(
+        &self,
+        t: &TraceView<'_>,
+        candidates: impl IntoIterator<Item = usize>,
+    ) -> Option<usize> {
+        let mut best: Option<(usize, (u8, usize))> = None;
+        for i in candidates {
+            if !t.work().spend(1) {
+                return None;
+            }
+            let rank = self.rank(t, i);
+            if best.is_none_or(|(_, b)| rank < b) {
+                best = Some((i, rank));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// `closest is call N: <first difference>` for the closest of `candidates`, for the reason
+    /// of a step or reference call that failed on its arguments; `None` when this matcher
+    /// ignores arguments or no candidate is left.
+    pub fn closest_reason(
+        &self,
+        t: &TraceView<'_>,
+        candidates: impl IntoIterator<Item = usize>,
+    ) -> Option<String> {
+        if matches!(self, ArgsMatcher::Ignore) {
+            return None;
+        }
+        let i = self.closest_index(t, candidates)?;
+        Some(format!("closest is {}", describe(&self.check_failing(t, i), i + 1)))
+    }
+
     /// True when call `i` matches (no reason built).
     pub fn is_match(&self, t: &TraceView<'_>, i: usize) -> bool {
         match self {

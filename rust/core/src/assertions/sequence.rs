@@ -23,6 +23,16 @@ impl Step {
     fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
         self.name.is_match(t.calls()[i].name) && self.args.as_ref().is_none_or(|m| m.is_match(t, i))
     }
+
+    /// `; closest is call N: <difference>` when calls of this step's tool in `range` failed it
+    /// only on their arguments (empty otherwise): the reason then points at the argument.
+    fn closest(&self, t: &TraceView<'_>, range: std::ops::Range<usize>) -> String {
+        let named = range.filter(|&i| self.name.is_match(t.calls()[i].name));
+        self.args
+            .as_ref()
+            .and_then(|m| m.closest_reason(t, named))
+            .map_or_else(String::new, |r| format!("; {r}"))
+    }
 }
 
 #[derive(Debug)]
@@ -145,10 +155,11 @@ impl Sequence {
                 return Outcome::fail(
                     Reason::SequenceIncomplete,
                     format!(
-                        "matched {k} of {} steps; step {} {} not found {after}",
+                        "matched {k} of {} steps; step {} {} not found {after}{}",
                         self.steps.len(),
                         k + 1,
-                        step.shown
+                        step.shown,
+                        step.closest(t, next..t.len())
                     ),
                     positions,
                 );
@@ -171,7 +182,12 @@ impl Sequence {
         if let Some(k) = first_mismatch {
             let name = t.calls()[k].name;
             let what = if self.steps[k].name.is_match(name) {
-                format!("call {} ({name}) does not match the arguments of step {}", k + 1, k + 1)
+                format!(
+                    "call {} ({name}) does not match the arguments of step {}{}",
+                    k + 1,
+                    k + 1,
+                    self.steps[k].closest(t, k..k + 1)
+                )
             } else {
                 format!("call {} is {name}, expected step {} {}", k + 1, k + 1, self.steps[k].shown)
             };
@@ -221,7 +237,13 @@ impl Sequence {
                     .zip(&self.steps)
                     .enumerate()
                     .filter(|(_, (a, _))| a.is_none())
-                    .map(|(j, (_, s))| format!("step {} {}", j + 1, s.shown))
+                    .map(|(j, (_, s))| {
+                        let closest = s.closest(t, 0..t.len());
+                        match closest.strip_prefix("; ") {
+                            Some(c) => format!("step {} {} ({c})", j + 1, s.shown),
+                            None => format!("step {} {}", j + 1, s.shown),
+                        }
+                    })
                     .collect();
                 Outcome::fail(
                     Reason::SequenceIncomplete,
@@ -265,6 +287,54 @@ mod tests {
         assert_eq!(r.reason_code, "SEQUENCE_INCOMPLETE");
         assert_eq!(r.positions, [2]);
         assert_eq!(r.reason, "matched 1 of 3 steps; step 2 check not found after call 2");
+    }
+
+    // The promptfoo article's failing scenario: the step's tool was called, with other arguments.
+    const CUSTOMER: &str = r#"{"name":"find_customer","match":{"mode":"MATCH_MODE_PARTIAL","args_json":"{\"legal_name\":\"PT Sinar Jaya Abadi\"}"}}"#;
+    const CALLS: &[(&str, Option<&str>)] = &[
+        ("search", Some(r#"{"q":"x"}"#)),
+        ("find_customer", Some(r#"{"legal_name":"PT Sinar Jaya"}"#)),
+        ("find_customer", Some(r#"{"legal_name":"Sinar Jaya","city":"Jakarta"}"#)),
+    ];
+
+    fn steps(mode: &str) -> String {
+        let step = CUSTOMER.replacen(r#""name""#, r#""tool""#, 1);
+        format!(r#"{{"tool_sequence":{{"mode":"{mode}","steps":[{step}]}}}}"#)
+    }
+
+    #[test]
+    fn a_step_failing_on_its_arguments_points_at_the_closest_call() {
+        let r = run(&steps("SEQUENCE_MODE_IN_ORDER"), CALLS);
+        assert_eq!(
+            (r.reason_code.as_str(), r.positions.as_slice()),
+            ("SEQUENCE_INCOMPLETE", &[][..])
+        );
+        assert_eq!(
+            r.reason,
+            "matched 0 of 1 steps; step 1 find_customer not found in the trace; closest is call 2: \
+             $.legal_name expected \"PT Sinar Jaya Abadi\", got \"PT Sinar Jaya\""
+        );
+        let r = run(&steps("SEQUENCE_MODE_ANY_ORDER"), CALLS);
+        assert!(
+            r.reason.ends_with(
+                "not found: step 1 find_customer (closest is call 2: $.legal_name expected \
+                 \"PT Sinar Jaya Abadi\", got \"PT Sinar Jaya\")"
+            ),
+            "{}",
+            r.reason
+        );
+        let r = run(&steps("SEQUENCE_MODE_EXACT"), &CALLS[1..2]);
+        assert!(
+            r.reason.ends_with(
+                "call 1 (find_customer) does not match the arguments of step 1; closest is call \
+                 1: $.legal_name expected \"PT Sinar Jaya Abadi\", got \"PT Sinar Jaya\""
+            ),
+            "{}",
+            r.reason
+        );
+        // A step whose tool was never called keeps the plain reason.
+        let r = run(&steps("SEQUENCE_MODE_IN_ORDER"), &CALLS[..1]);
+        assert_eq!(r.reason, "matched 0 of 1 steps; step 1 find_customer not found in the trace");
     }
 
     #[test]

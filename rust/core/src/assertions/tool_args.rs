@@ -81,14 +81,7 @@ impl ToolArgs {
     /// The closest of `candidates` (§9.7), as a failing outcome.
     fn closest(&self, t: &TraceView<'_>, candidates: &[usize], what: &str) -> Outcome {
         // Rank every candidate cheaply (from the text when possible), describe only the winner.
-        let mut best: Option<(usize, (u8, usize))> = None;
-        for &i in candidates {
-            let rank = self.matcher.rank(t, i);
-            if best.is_none_or(|(_, b)| rank < b) {
-                best = Some((i, rank));
-            }
-        }
-        let Some((i, _)) = best else {
+        let Some(i) = self.matcher.closest_index(t, candidates.iter().copied()) else {
             return Outcome::fail(Reason::NoMatchingCall, String::new(), vec![]);
         };
         let m = self.matcher.check_failing(t, i);

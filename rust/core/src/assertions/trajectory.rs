@@ -23,6 +23,13 @@ impl RefCall {
     fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
         t.calls()[i].name == self.name && self.args.is_match(t, i)
     }
+
+    /// `closest is call N: <difference>` among the calls of this tool in `range`, when they
+    /// failed this reference call only on their arguments.
+    fn closest(&self, t: &TraceView<'_>, range: std::ops::Range<usize>) -> Option<String> {
+        let named = range.filter(|&i| t.calls()[i].name == self.name);
+        self.args.closest_reason(t, named)
+    }
 }
 
 #[derive(Debug)]
@@ -185,6 +192,11 @@ impl Trajectory {
         }
         if !unmatched.is_empty() {
             why.push(format!("calls {} do not match the reference", list_positions(&unmatched)));
+            // The first pair that differs only in its arguments, pointed at.
+            let first = unmatched.iter().map(|&p| p as usize - 1).find(|&i| i < n);
+            if let Some(c) = first.and_then(|i| self.reference[i].closest(t, i..i + 1)) {
+                why.push(format!("reference call {}: {c}", first.unwrap_or_default() + 1));
+            }
         }
         Outcome::fail(Reason::TrajectoryMismatch, format!("STRICT: {}", why.join("; ")), unmatched)
     }
@@ -217,10 +229,11 @@ impl Trajectory {
         Outcome::fail(
             Reason::TrajectoryMismatch,
             format!(
-                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {next}",
+                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {next}{}",
                 self.reference.len(),
                 k + 1,
-                self.reference[k].name
+                self.reference[k].name,
+                self.reference[k].closest(t, next..t.len()).map_or_else(String::new, |c| format!("; {c}"))
             ),
             unmatched,
         )
@@ -253,7 +266,13 @@ impl Trajectory {
                 .iter()
                 .enumerate()
                 .filter(|(_, a)| a.is_none())
-                .map(|(k, _)| format!("{} (reference call {})", self.reference[k].name, k + 1))
+                .map(|(k, _)| {
+                    let r = &self.reference[k];
+                    match r.closest(t, 0..t.len()) {
+                        Some(c) => format!("{} (reference call {}; {c})", r.name, k + 1),
+                        None => format!("{} (reference call {})", r.name, k + 1),
+                    }
+                })
                 .collect();
             why.push(format!("no distinct call matches {}", missing.join(", ")));
         }
@@ -314,6 +333,34 @@ mod tests {
         let r = run(&t, &[("f", Some(r#"{"i":0}"#)), ("g", None), ("f", Some(r#"{"i":1}"#))]);
         assert_eq!(r.reason_code, "TRAJECTORY_MISMATCH");
         assert!(r.reason.contains("g (reference call 4)"), "{}", r.reason);
+    }
+
+    #[test]
+    fn a_reference_call_failing_on_its_arguments_points_at_the_closest_call() {
+        let reference = |mode: &str| {
+            format!(
+                r#"{{"trajectory_match":{{"mode":"{mode}","args":"MATCH_MODE_SUBSET","reference":[{{"name":"refund","arguments_json":"{{\"amount\":5000}}"}}]}}}}"#
+            )
+        };
+        let calls = [("lookup", None), ("refund", Some(r#"{"amount":500,"id":"o1"}"#))];
+        let diff = "closest is call 2: $.amount expected 5000, got 500";
+        for mode in ["TRAJECTORY_MODE_SUPERSET", "TRAJECTORY_MODE_UNORDERED"] {
+            let r = run(&reference(mode), &calls);
+            assert!(
+                r.reason.contains(&format!("refund (reference call 1; {diff})")),
+                "{}",
+                r.reason
+            );
+        }
+        let r = run(&reference("TRAJECTORY_MODE_IN_ORDER"), &calls);
+        assert!(r.reason.ends_with(&format!("not found after call 0; {diff}")), "{}", r.reason);
+        let r = run(&reference("TRAJECTORY_MODE_STRICT"), &calls[1..]);
+        assert!(
+            r.reason
+                .ends_with("reference call 1: closest is call 1: $.amount expected 5000, got 500"),
+            "{}",
+            r.reason
+        );
     }
 
     #[test]
