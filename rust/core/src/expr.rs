@@ -139,7 +139,7 @@ impl Expression {
             catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, &ctx)))
         });
         // Units are spent even when the evaluation failed: the work was done.
-        let work_ok = work.spend(used);
+        let work_ok = work.spend(used.saturating_mul(cost::WORK_PER_COST_UNIT));
         if stop == Some(cost::Why::CostLimit) {
             return Err(format!("cost limit of {} exceeded", self.cost_limit));
         }
@@ -491,7 +491,8 @@ mod tests {
             let work = Work::new(u64::MAX, None);
             let e = Expression::compile(src, 1_000_000).expect("compiles");
             let got = e.evaluate(&view, "", &HashMap::new(), &work);
-            (got, work.used())
+            assert_eq!(work.used() % cost::WORK_PER_COST_UNIT, 0, "whole cost units");
+            (got, work.used() / cost::WORK_PER_COST_UNIT)
         };
         // `_==_` and `size()`: two calls.
         assert_eq!(units("calls.size() == 3", 3), (Ok(true), 2));

@@ -78,6 +78,11 @@ fn spend_one<'b, 'v>(_: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execution
     }
 }
 
+/// Work units one cost unit weighs against the trace's work meter: a CEL function call or
+/// comprehension step costs about 0.7 µs (release), a pair comparison of the matching about
+/// 50 ns, so `max_work_units` bounds grading time whatever a suite is made of.
+pub const WORK_PER_COST_UNIT: u64 = 16;
+
 /// Runs `eval` with this thread's meter set to `cost_limit` and what `work` has left; answers
 /// its outcome, the units used and why it stopped early, if it did.
 pub fn metered<T>(cost_limit: u64, work: &Work, eval: impl FnOnce() -> T) -> (T, u64, Option<Why>) {
@@ -91,7 +96,7 @@ pub fn metered<T>(cost_limit: u64, work: &Work, eval: impl FnOnce() -> T) -> (T,
         *m = Some(Meter {
             used: 0,
             cost_limit,
-            work_left: work.limit().saturating_sub(work.used()),
+            work_left: work.limit().saturating_sub(work.used()) / WORK_PER_COST_UNIT,
             cancel: work.cancel_flag().cloned(),
             stop: None,
         });
