@@ -99,6 +99,13 @@ def test_test_case_file_is_one_suite_named_by_its_description(tmp_path: Path) ->
         ("tool_sequence", "FAIL", "SEQUENCE_INCOMPLETE"),
         ("trajectory:tool-args-match:create_credit_note_draft", "FAIL", "SEQUENCE_INCOMPLETE"),
     ]
+    # The article's failing scenario names the call and the argument, not only "not found".
+    reasons = [r.reason for r in compile_suite(path).grade(seeds.trace(BAD)).results]
+    assert reasons[0].endswith(
+        "step 1 find_customer not found in the trace; closest is call 1: $.legal_name expected "
+        '"PT Sinar Jaya Abadi", got "Sinar Jaya"'
+    )
+    assert reasons[2].endswith("closest is call 2: $.force is not expected, got true")
 
 
 def test_config_merges_default_test_into_the_globbed_tests(tmp_path: Path) -> None:
