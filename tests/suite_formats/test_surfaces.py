@@ -176,3 +176,55 @@ def test_adk_reads_test_config_json_beside_the_eval_file(tmp_path: Path) -> None
     with pytest.raises(InvalidSuiteError, match="response_match_score"):
         load_suite(path)
     assert load_suite(path, allow_unsupported=True) == suite
+
+
+# The same checks written by hand as native suites, as a user reading docs/assertions.md would
+# (defaults left out): each converted suite must grade every trace exactly as its native twin.
+HAND_WRITTEN = {
+    "orbit": {
+        "name": "refunds",
+        "assertions": [
+            {
+                "tool_call_args": {
+                    "tool": "issue_refund",
+                    "match": {"mode": "MATCH_MODE_SUBSET", "args_json": '{"amount_cents": 5000}'},
+                }
+            },
+            {"allowed_tools": {"tools": ["lookup_account", "issue_refund"]}},
+        ],
+    },
+    "promptfoo": {
+        "assertions": [{"forbidden_tools": {"tools": ["delete_*"], "ignore_case": True}}]
+    },
+    "adk": {
+        "name": "refund",
+        "assertions": [
+            {
+                "name": "tool_trajectory_avg_score",
+                "trajectory_match": {
+                    "reference": [
+                        {"name": "lookup_account", "arguments_json": '{"id": 1}'},
+                        {"name": "issue_refund"},
+                    ]
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"), [(ORBIT, "orbit"), (PROMPTFOO, "promptfoo"), (ADK, "adk")]
+)
+def test_every_format_grades_as_its_hand_written_native_twin(
+    source: dict[str, object] | list[object], kind: str
+) -> None:
+    converted, native = compile_suite(source), compile_suite(HAND_WRITTEN[kind], format="native")
+    traces = [GOOD, BAD, seeds.trace([("lookup_account", {"id": 2})], "other")]
+    for trace in traces:
+        got, want = converted.grade(trace), native.grade(trace)
+        got.ClearField("suite_id")
+        want.ClearField("suite_id")
+        assert got == want, trace.id
+    verdicts = {converted.grade(t).verdict for t in traces}
+    assert verdicts == {VERDICT_PASS, VERDICT_FAIL}  # the traces tell the suite's cases apart
