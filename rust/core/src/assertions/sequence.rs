@@ -5,7 +5,7 @@ use super::{pos, Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
 use crate::glob::Glob;
-use crate::matching::{self, Edges, Lefts, Meter};
+use crate::matching::{self, CallLefts, Calls, Lefts, Meter};
 use crate::proto::v1::{SequenceMode, ToolSequence};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -45,38 +45,22 @@ pub struct Sequence {
     mode: SequenceMode,
 }
 
-/// The matching problem of `ANY_ORDER`: steps against the trace's calls.
-struct Problem<'s, 't, 'a> {
-    sequence: &'s Sequence,
-    t: &'t TraceView<'a>,
-}
-
-impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
-    type Key = (&'a str, Option<&'a str>);
-
-    fn n_right(&self) -> usize {
-        self.t.len()
-    }
-
-    fn key(&self, r: usize) -> Self::Key {
-        let call = &self.t.calls()[r];
-        (call.name, call.arguments_json.filter(|_| self.sequence.compares_args))
-    }
-
-    fn name(&self, r: usize) -> &'a str {
-        self.t.calls()[r].name
+/// The left side of the matching: classes of steps.
+impl CallLefts for Sequence {
+    fn compares_args(&self) -> bool {
+        self.compares_args
     }
 
     fn name_ok(&self, class: usize, name: &str) -> bool {
-        self.sequence.class_step(class).name.is_match(name)
+        self.class_step(class).name.is_match(name)
     }
 
     fn exact_name(&self, class: usize) -> Option<&str> {
-        self.sequence.class_step(class).exact.as_deref()
+        self.class_step(class).exact.as_deref()
     }
 
-    fn is_edge(&self, class: usize, r: usize) -> bool {
-        self.sequence.class_step(class).matches(self.t, r)
+    fn is_edge(&self, class: usize, t: &TraceView<'_>, r: usize) -> bool {
+        self.class_step(class).matches(t, r)
     }
 }
 
@@ -224,7 +208,7 @@ impl Sequence {
     }
 
     fn any_order(&self, t: &TraceView<'_>) -> Outcome {
-        let problem = Problem { sequence: self, t };
+        let problem = Calls { lefts: self, t };
         let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
             return stopped();
         };

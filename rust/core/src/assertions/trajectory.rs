@@ -8,7 +8,7 @@ use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
 use crate::json::Value;
-use crate::matching::{self, Edges, Lefts, Meter};
+use crate::matching::{self, CallLefts, Calls, Lefts, Meter};
 use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
 use crate::suite::Compiler;
 use crate::trace::TraceView;
@@ -42,38 +42,22 @@ pub struct Trajectory {
     mode: TrajectoryMode,
 }
 
-/// The matching problem of a trajectory: reference calls against the trace's calls.
-struct Problem<'s, 't, 'a> {
-    trajectory: &'s Trajectory,
-    t: &'t TraceView<'a>,
-}
-
-impl<'a> Edges<'a> for Problem<'_, '_, 'a> {
-    type Key = (&'a str, Option<&'a str>);
-
-    fn n_right(&self) -> usize {
-        self.t.len()
-    }
-
-    fn key(&self, r: usize) -> Self::Key {
-        let call = &self.t.calls()[r];
-        (call.name, call.arguments_json.filter(|_| self.trajectory.compares_args))
-    }
-
-    fn name(&self, r: usize) -> &'a str {
-        self.t.calls()[r].name
+/// The left side of the matching: classes of reference calls.
+impl CallLefts for Trajectory {
+    fn compares_args(&self) -> bool {
+        self.compares_args
     }
 
     fn name_ok(&self, class: usize, name: &str) -> bool {
-        self.trajectory.class_ref(class).name == name
+        self.class_ref(class).name == name
     }
 
     fn exact_name(&self, class: usize) -> Option<&str> {
-        Some(&self.trajectory.class_ref(class).name)
+        Some(&self.class_ref(class).name)
     }
 
-    fn is_edge(&self, class: usize, r: usize) -> bool {
-        self.trajectory.class_ref(class).matches(self.t, r)
+    fn is_edge(&self, class: usize, t: &TraceView<'_>, r: usize) -> bool {
+        self.class_ref(class).matches(t, r)
     }
 }
 
@@ -240,7 +224,7 @@ impl Trajectory {
     }
 
     fn matched(&self, t: &TraceView<'_>) -> Outcome {
-        let problem = Problem { trajectory: self, t };
+        let problem = Calls { lefts: self, t };
         let Some(assigned) = matching::canonical(&problem, &self.lefts, t.work()) else {
             return stopped();
         };

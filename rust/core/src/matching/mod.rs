@@ -21,6 +21,7 @@ use std::hash::Hash;
 #[doc(hidden)]
 pub use oracle::{by_definition, Explicit};
 
+use crate::trace::TraceView;
 use crate::work::Work;
 
 /// The edges of one matching problem, answered lazily.
@@ -40,6 +41,51 @@ pub trait Edges<'a> {
     fn exact_name(&self, class: usize) -> Option<&str>;
     /// Whether left class `class` matches right `r`.
     fn is_edge(&self, class: usize, r: usize) -> bool;
+}
+
+/// The left side of a matching against a trace's calls: what each class of steps (or
+/// reference calls) accepts. `Calls` supplies the right side, the same for every kind.
+pub trait CallLefts {
+    /// Whether some class compares arguments (else calls are classed by name alone).
+    fn compares_args(&self) -> bool;
+    fn name_ok(&self, class: usize, name: &str) -> bool;
+    fn exact_name(&self, class: usize) -> Option<&str>;
+    fn is_edge(&self, class: usize, t: &TraceView<'_>, r: usize) -> bool;
+}
+
+/// A matching problem: the classes of `lefts` against the calls of `t`.
+pub struct Calls<'s, 't, 'a, L> {
+    pub lefts: &'s L,
+    pub t: &'t TraceView<'a>,
+}
+
+impl<'a, L: CallLefts> Edges<'a> for Calls<'_, '_, 'a, L> {
+    type Key = (&'a str, Option<&'a str>);
+
+    fn n_right(&self) -> usize {
+        self.t.len()
+    }
+
+    fn key(&self, r: usize) -> Self::Key {
+        let call = &self.t.calls()[r];
+        (call.name, call.arguments_json.filter(|_| self.lefts.compares_args()))
+    }
+
+    fn name(&self, r: usize) -> &'a str {
+        self.t.calls()[r].name
+    }
+
+    fn name_ok(&self, class: usize, name: &str) -> bool {
+        self.lefts.name_ok(class, name)
+    }
+
+    fn exact_name(&self, class: usize) -> Option<&str> {
+        self.lefts.exact_name(class)
+    }
+
+    fn is_edge(&self, class: usize, r: usize) -> bool {
+        self.lefts.is_edge(class, self.t, r)
+    }
 }
 
 /// The lefts of a problem: the class of each left, classes numbered by first occurrence.
