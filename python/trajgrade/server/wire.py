@@ -82,10 +82,9 @@ def field_value(buf: bytes, number: int) -> bytes | None:
     return found
 
 
-def message_field(buf: bytes, number: int, name: str) -> bytes | None:
-    """The value of top-level message field ``number`` (every occurrence joined: protobuf
-    merges them), or None when absent. A malformed request, or the field with another wire
-    type, is RequestInvalidError naming ``name``."""
+def _len_values(buf: bytes, number: int, name: str) -> list[bytes]:
+    """Every value of top-level length-delimited field ``number``, in order. A malformed
+    request, or the field with another wire type, is RequestInvalidError naming ``name``."""
     values: list[bytes] = []
     pos = 0
     size = len(buf)
@@ -99,6 +98,13 @@ def message_field(buf: bytes, number: int, name: str) -> bytes | None:
                 field=name,
             )
         values.append(buf[value_start:pos])
+    return values
+
+
+def message_field(buf: bytes, number: int, name: str) -> bytes | None:
+    """The value of top-level message field ``number`` (every occurrence joined: protobuf
+    merges them), or None when absent; malformed input as in `_len_values`."""
+    values = _len_values(buf, number, name)
     return b"".join(values) if values else None
 
 
@@ -115,20 +121,8 @@ def text(value: bytes, name: str) -> str:
 
 def string_field(buf: bytes, number: int, name: str) -> str:
     """The last occurrence of top-level string field ``number`` ('' when absent), checked."""
-    found: bytes | None = None
-    pos = 0
-    size = len(buf)
-    while pos < size:
-        num, kind, value_start, pos = _field_at(buf, pos)
-        if num != number:
-            continue
-        if kind != _LEN:
-            raise RequestInvalidError(
-                f"request is not a valid protobuf message ({name} has wire type {kind})",
-                field=name,
-            )
-        found = buf[value_start:pos]
-    return "" if found is None else text(found, name)
+    values = _len_values(buf, number, name)
+    return text(values[-1], name) if values else ""
 
 
 def trace_id(request: bytes) -> str:
