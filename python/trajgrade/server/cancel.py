@@ -25,14 +25,18 @@ def cancellation(context: Any) -> Iterator[_core.CancelToken]:
     token = _core.CancelToken()
     remaining = context.time_remaining()
     timer = None
+    expired: list[bool] = []  # the deadline timer fired (its clock and grpc's may differ)
     if remaining is not None:
-        timer = asyncio.get_running_loop().call_later(max(remaining, 0.0), token.cancel)
+        timer = asyncio.get_running_loop().call_later(max(remaining, 0.0), _expire, token, expired)
     context.add_done_callback(lambda _context: token.cancel())
     try:
         yield token
+        # A batch or stream chunk cut by the deadline comes back as CANCELLED item errors, not
+        # as CancelledError: it is a partial answer, and the deadline's status replaces it.
+        if token.cancelled and (expired or _deadline_passed(context)):
+            raise DeadlinePassedError("the deadline passed while the request was graded")
     except _core.CancelledError as exc:
-        left = context.time_remaining()
-        if left is not None and left <= 0:
+        if expired or _deadline_passed(context):
             raise DeadlinePassedError("the deadline passed while the request was graded") from exc
         raise
     except BaseException:
@@ -41,3 +45,13 @@ def cancellation(context: Any) -> Iterator[_core.CancelToken]:
     finally:
         if timer is not None:
             timer.cancel()
+
+
+def _deadline_passed(context: Any) -> bool:
+    left = context.time_remaining()
+    return left is not None and left <= 0
+
+
+def _expire(token: _core.CancelToken, expired: list[bool]) -> None:
+    expired.append(True)
+    token.cancel()
