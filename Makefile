@@ -73,7 +73,7 @@ test-fast:
 	$(BIN)/pytest -q
 
 .PHONY: test ## install, lint, typecheck, Rust tests, pytest: the README and CI command
-test: install lint typecheck test-rust test-fast
+test: install deps-test lint typecheck test-rust test-fast
 
 .PHONY: serve ## install and run the server on loopback
 serve: install
@@ -90,6 +90,12 @@ bench-scale:
 .PHONY: deps-system ## system packages the tests need (headless Chromium for the report test)
 deps-system:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+GRPCURL_VERSION ?= latest
+.PHONY: deps-test ## what the tests use beyond the venv, installed before pytest (not inside a test's timeout)
+deps-test: deps-system
+	@test -x clients/.tools/bin/grpcurl || GOBIN=$(abspath clients/.tools/bin) GOFLAGS= \
+		$(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 .PHONY: bench-regrade ## release build, then regrade throughput and peak RSS at 100k vs 1M traces
 bench-regrade: install-prod
