@@ -213,14 +213,66 @@ HAND_WRITTEN = {
 }
 
 
+# The rest of the Orbit doc's shapes: call_index with a case-insensitive regex, a sequence step
+# with its own subset match, presence-only expected_tool_calls.
+ORBIT_DOC = {
+    "tool_call_args": [
+        {
+            "tool": "kb_query",
+            "call_index": 2,
+            "match": {"mode": "regex", "pattern": "refund policy", "flags": "i"},
+        }
+    ],
+    "expected_tool_sequence": [
+        {"tool": "lookup_account"},
+        {"tool": "issue_refund", "match": {"mode": "subset", "args": {"amount_cents": 5000}}},
+    ],
+    "expected_tool_calls": ["lookup_account"],
+}
+HAND_WRITTEN["orbit-doc"] = {
+    "assertions": [
+        {
+            "tool_call_args": {
+                "tool": "kb_query",
+                "call_index": 2,
+                "match": {"mode": "MATCH_MODE_REGEX", "pattern": "refund policy", "flags": "i"},
+            }
+        },
+        {
+            "tool_sequence": {
+                "steps": [
+                    {"glob": "lookup_account"},
+                    {
+                        "glob": "issue_refund",
+                        "match": {
+                            "mode": "MATCH_MODE_SUBSET",
+                            "args_json": '{"amount_cents":5000}',
+                        },
+                    },
+                ]
+            }
+        },
+        {"tool_called": {"tool": "lookup_account"}},
+    ]
+}
+KB = [("kb_query", {"q": "shipping"}), ("kb_query", {"q": "EU Refund Policy"})]
+
+
 @pytest.mark.parametrize(
-    ("source", "kind"), [(ORBIT, "orbit"), (PROMPTFOO, "promptfoo"), (ADK, "adk")]
+    ("source", "kind"),
+    [(ORBIT, "orbit"), (ORBIT_DOC, "orbit-doc"), (PROMPTFOO, "promptfoo"), (ADK, "adk")],
 )
 def test_every_format_grades_as_its_hand_written_native_twin(
     source: dict[str, object] | list[object], kind: str
 ) -> None:
     converted, native = compile_suite(source), compile_suite(HAND_WRITTEN[kind], format="native")
-    traces = [GOOD, BAD, seeds.trace([("lookup_account", {"id": 2})], "other")]
+    traces = [
+        GOOD,
+        BAD,
+        seeds.trace([("lookup_account", {"id": 2})], "other"),
+        seeds.trace([("lookup_account", {}), *KB, ("issue_refund", {"amount_cents": 5000})], "kb"),
+        seeds.trace([*reversed(KB), ("issue_refund", {"amount_cents": 5000})], "kb-reversed"),
+    ]
     for trace in traces:
         got, want = converted.grade(trace), native.grade(trace)
         got.ClearField("suite_id")
