@@ -178,6 +178,25 @@ def test_adk_reads_test_config_json_beside_the_eval_file(tmp_path: Path) -> None
     assert load_suite(path, allow_unsupported=True) == suite
 
 
+def test_adk_expected_calls_with_unknown_keys_or_no_name_are_errors() -> None:
+    # A typo of `args` would expect a call without arguments; a call without a name, nothing.
+    typo = json.loads(json.dumps(ADK))
+    use = typo["conversation"][0]["intermediate_data"]["tool_uses"][0]
+    use["arguments"] = use.pop("args")
+    where = "conversation[0].intermediate_data.tool_uses[0]"
+    for allow in (False, True):
+        with pytest.raises(InvalidSuiteError) as raised:
+            load_suite(typo, allow_unsupported=allow)
+        assert raised.value.problems == [
+            (f"{where}.arguments", "unknown key; expected id, name, args")
+        ]
+    del use["name"]
+    use["args"] = use.pop("arguments")
+    with pytest.raises(InvalidSuiteError) as raised:
+        load_suite(typo)
+    assert raised.value.problems == [(f"{where}.name", "a tool call needs a name, got None")]
+
+
 # The same checks written by hand as native suites, as a user reading docs/assertions.md would
 # (defaults left out): each converted suite must grade every trace exactly as its native twin.
 HAND_WRITTEN = {
