@@ -197,7 +197,7 @@ check-vendored:
 		echo "check-vendored: spec/, tests/conformance and tests/data match $(SHARED)"; fi
 
 STANDALONE_DIR ?= $(abspath rust/target/standalone-clone)
-.PHONY: check-standalone ## clone HEAD to a folder with nothing beside it; run the Rust and Python conformance there
+.PHONY: check-standalone ## clone HEAD to a folder with nothing beside it; run the conformance and seed tests there
 check-standalone: | $(PY)
 	rm -rf $(STANDALONE_DIR) && mkdir -p $(STANDALONE_DIR)
 	git clone -q --no-hardlinks . $(STANDALONE_DIR)/trajgrade
@@ -210,7 +210,8 @@ check-standalone: | $(PY)
 	cd $(STANDALONE_DIR)/trajgrade && PYTHONPATH=python $(abspath $(PY)) -c 'import sys, trajgrade; \
 		sys.exit(None if trajgrade.__file__.startswith("$(STANDALONE_DIR)/") else "imported " + trajgrade.__file__)'
 	cd $(STANDALONE_DIR)/trajgrade && PYTHONPATH=python $(abspath $(BIN))/pytest -q -p no:cacheprovider \
-		tests/test_conformance.py tests/importers
+		tests/test_conformance.py tests/importers \
+		tests/suite_formats/test_orbit_seed.py tests/suite_formats/test_promptfoo_seed.py
 	rm -rf $(STANDALONE_DIR)
 
 test: check-vendored check-standalone

@@ -17,7 +17,7 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from trajgrade.v1 import result_pb2
+from trajgrade.v1 import grader_service_pb2, result_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = REPO / "clients"
@@ -146,6 +146,8 @@ class Expected:
 
     suite_id: str
     outcomes: list[result_pb2.TraceOutcome]
+    # One ImportSuiteResponse per request of the vector's `imports`.
+    imports: list[grader_service_pb2.ImportSuiteResponse]
 
 
 def as_dict(message: Any) -> dict[str, Any]:

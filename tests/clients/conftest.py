@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import trajgrade
-from trajgrade.v1 import result_pb2
+from google.protobuf import json_format
+from trajgrade.v1 import grader_service_pb2, result_pb2
 
 from .clients_support import (
     VECTORS,
@@ -64,9 +65,27 @@ def vectors() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def expected(vectors: dict[str, Any]) -> Expected:
-    """`trajgrade.compile_suite(suite).grade(trace)` for every trace of the vector."""
+    """`trajgrade.compile_suite(suite).grade(trace)` for every trace of the vector, and what
+    the library makes of every ImportSuite request's text."""
     compiled = trajgrade.compile_suite(vectors["suite"])
     outcomes = [
         result_pb2.TraceOutcome(result=compiled.grade(trace)) for trace in vectors["traces"]
     ]
-    return Expected(suite_id=compiled.suite_id, outcomes=outcomes)
+    imports = [_imported(request) for request in vectors["imports"]]
+    return Expected(suite_id=compiled.suite_id, outcomes=outcomes, imports=imports)
+
+
+def _imported(fields: dict[str, Any]) -> grader_service_pb2.ImportSuiteResponse:
+    request = json_format.ParseDict(fields, grader_service_pb2.ImportSuiteRequest())
+    found = trajgrade.load_suites(
+        request.text,
+        format=request.format or "auto",
+        allow_unsupported=request.skip_unsupported,
+    )
+    suite = found.pick(request.name or None)
+    return grader_service_pb2.ImportSuiteResponse(
+        suite=suite,
+        suite_id=trajgrade.compile_suite(suite).suite_id,
+        unsupported=found.skipped,
+        format=found.format,
+    )

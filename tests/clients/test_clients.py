@@ -3,7 +3,9 @@
 Each client is built from a clean checkout (its toolchain fetches its own dependencies), run
 against a real `trajgrade serve` on loopback with tests/clients/vectors.json, and its output
 (RegisterSuite, then every trace through GradeTrace, BatchGradeTraces and StreamGradeTraces)
-must equal `trajgrade.compile_suite(suite).grade(trace)` field by field and byte for byte.
+must equal `trajgrade.compile_suite(suite).grade(trace)` field by field and byte for byte; the
+vector's ImportSuite requests (Orbit and promptfoo text) must give the suite, id, format and
+left-out parts the library gives for the same text.
 
 The four builds start together on first use and run in the background, so the slow ones (Maven,
 cargo) overlap with the others. A missing toolchain skips its client loudly on a laptop and
@@ -22,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trajgrade
 from google.protobuf import json_format
-from trajgrade.v1 import result_pb2
+from trajgrade.v1 import grader_service_pb2, result_pb2
 
 from .clients_support import CLIENTS, PROTO, VECTORS, Expected, Server, as_dict, require, run
 
@@ -167,7 +170,13 @@ def test_client_matches_library(
     by_rpc: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for line in lines[1:]:
         by_rpc[line["rpc"]].append(line)
-    assert sorted(by_rpc) == sorted(GRADING_RPCS), f"{client}: RPCs in the output"
+    assert sorted(by_rpc) == sorted([*GRADING_RPCS, "ImportSuite"]), f"{client}: RPCs"
+
+    imports = by_rpc.pop("ImportSuite")
+    assert [line["index"] for line in imports] == list(range(len(expected.imports))), client
+    for line in imports:
+        response = json_format.ParseDict(line["response"], grader_service_pb2.ImportSuiteResponse())
+        assert response == expected.imports[line["index"]], f"{client} imports[{line['index']}]"
 
     count = len(expected.outcomes)
     for rpc in GRADING_RPCS:
@@ -191,6 +200,10 @@ def test_vectors_exercise_the_wire_details(vectors: dict[str, Any]) -> None:
     assert any(not trace.get("calls") for trace in vectors["traces"]), "a trace without calls"
     counts = [a["tool_count"] for a in vectors["suite"]["assertions"] if "tool_count" in a]
     assert any(c.get("min") == 0 for c in counts), "an optional field set to its zero value"
+    imports = [trajgrade.load_suites(i["text"], allow_unsupported=True) for i in vectors["imports"]]
+    assert [i.format for i in imports] == ["orbit", "promptfoo"], "texts in other formats"
+    assert [len(i.skipped) for i in imports] == [0, 1], "a part left out and listed"
+    assert len(imports[1].suites) == 2, "a file of several tests, one picked by name"
 
 
 def test_subprocess_helper_reports_output(tmp_path: Path) -> None:

@@ -34,11 +34,21 @@ def reused_ids(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path
     return _drive(tmp_path_factory.mktemp("reused-ids"), env)
 
 
-def _drive(out: Path, env: dict[str, str]) -> dict[str, tuple[Path, Path | None]]:
+@pytest.fixture(scope="session")
+def article_spans(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same agent with the promptfoo article's tool spans (tool.name / tool.arguments /
+    tool.output) written through the OpenTelemetry SDK: the traces file."""
+    traces, _ = _drive(tmp_path_factory.mktemp("article"), {}, modes=("plain",))["plain"]
+    return traces
+
+
+def _drive(
+    out: Path, env: dict[str, str], modes: tuple[str, ...] = MODES
+) -> dict[str, tuple[Path, Path | None]]:
     results: dict[str, tuple[Path, Path | None]] = {}
     with fake_openai.serve() as base_url:
         processes = []
-        for mode in MODES:
+        for mode in modes:
             traces = out / f"{mode}.traces.json"
             logs = out / f"{mode}.logs.json" if mode == "genai-events" else None
             command = [sys.executable, str(HERE / "otel_driver.py"), mode, base_url, str(traces)]

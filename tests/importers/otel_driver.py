@@ -16,7 +16,12 @@ MODE is one of
   opentelemetry-util-genai's TelemetryHandler;
 - ``genai-events``: opentelemetry-instrumentation-openai-v2 on its default (v1.30) conventions
   with content capture, which reports tool calls as ``gen_ai.choice`` log events; the tools run
-  without spans.
+  without spans;
+- ``plain``: opentelemetry-instrumentation-openai-v2 on its default conventions without content
+  (the LLM spans carry token usage only), and the promptfoo article's ``tracedTool`` wrapper
+  written with the SDK: one ``execute_tool <name>`` span per call with ``tool.name``,
+  ``tool.arguments`` (compact JSON, as ``JSON.stringify``) and ``tool.output`` (at most 2,000
+  characters); a tool that throws records the exception and ends its span with status ERROR.
 """
 
 # Imports sit inside functions on purpose: each mode must set its environment first.
@@ -95,6 +100,32 @@ def run_agent(client: OpenAI, call_tool: Callable[[str, str, str], str]) -> str:
     raise RuntimeError("the fake model never answered")
 
 
+def traced_tool(tracer: Any) -> Callable[[str, str, str], str]:
+    """The promptfoo article's `tracedTool` (NestJS) written with the Python SDK."""
+    from opentelemetry.trace import Status, StatusCode
+
+    def call_tool(name: str, arguments: str, call_id: str) -> str:
+        args = json.loads(arguments)
+        with tracer.start_as_current_span(
+            f"execute_tool {name}", record_exception=False, set_status_on_exception=False
+        ) as span:
+            span.set_attribute("tool.name", name)
+            span.set_attribute(
+                "tool.arguments", json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+            )
+            try:
+                result = IMPLS[name](**args)
+            except RuntimeError as exc:
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR))
+                raise
+            # The tools return JSON text already: the article's JSON.stringify(result).
+            span.set_attribute("tool.output", result[:2000])
+            return result
+
+    return call_tool
+
+
 def main() -> None:
     resource = Resource.create({"service.name": f"trajgrade-golden-{MODE}"})
     span_exporter = FileSpanExporter(TRACES_OUT)
@@ -163,6 +194,8 @@ def main() -> None:
                 invocation.attributes["gen_ai.tool.call.result"] = result
                 return result
 
+    elif MODE == "plain":
+        call_tool = traced_tool(tracer)
     else:
 
         def call_tool(name: str, arguments: str, call_id: str) -> str:

@@ -13,6 +13,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from trajgrade import importers
+from trajgrade.cli import main
 from trajgrade.importers import ImportReport, otlp
 from trajgrade.v1 import trace_pb2
 
@@ -285,6 +286,23 @@ def test_a_tool_call_id_reused_across_turns_keeps_both_calls(
     _only_usage_unmapped(report, llm_spans=3)
 
 
+def test_article_tool_spans_from_the_sdk_map_tool_output(article_spans: Path) -> None:
+    # Real SDK output of the article's `tracedTool` (tests/importers/otel_driver.py `plain`):
+    # tool.output is the result, the thrown tool is an error, only token usage is left over.
+    [trace], report = _read(article_spans)
+    weather, clock = trace.calls
+    assert [weather.name, clock.name] == ["get_weather", "get_time"]
+    # JSON.stringify's text: compact, non-ASCII kept, 2^53 + 1 exact.
+    args = json.loads(fake_openai.WEATHER_ARGS)
+    assert weather.arguments_json == json.dumps(args, separators=(",", ":"), ensure_ascii=False)
+    assert '"station":9007199254740993' in weather.arguments_json
+    assert json.loads(weather.result) == {"temp_c": 21.5, "city": "Paris"}
+    assert not weather.error
+    assert clock.error and not clock.HasField("result")
+    assert report.merged_duplicates == report.id_collisions == 0
+    _only_usage_unmapped(report, llm_spans=2)
+
+
 def test_article_tool_spans_map_tool_output_and_count_the_rest(tmp_path: Path) -> None:
     # The spans the promptfoo article's NestJS `tracedTool` writes: `execute_tool <name>` with
     # tool.name, tool.arguments (JSON text), tool.output; status ERROR when the tool threw.
@@ -324,3 +342,21 @@ def test_article_tool_spans_map_tool_output_and_count_the_rest(tmp_path: Path) -
     assert any("tool.retry_count: not read for a plain tool span" in e for e in examples)
     assert sum("gen_ai.usage." in e for e in examples) == 2
     assert "everything in the input was mapped" not in report.summary()
+
+
+def test_import_cli_reads_logs_and_writes_stdout(
+    golden: dict[str, tuple[Path, Path | None]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `trajgrade import --format otlp TRACES --logs LOGS --out -`: the kept command line.
+    traces_path, logs_path = golden["genai-events"]
+    assert logs_path is not None
+    argv = ["import", "--format", "otlp", str(traces_path), "--logs", str(logs_path), "--out", "-"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    [line] = captured.out.splitlines()
+    trace = json_format.Parse(line, trace_pb2.Trace())
+    _check_weather_run(trace, with_spans=False)
+    assert "imported 1 trace(s) with 2 tool call(s)" in captured.err
+    # Without the logs the calls are not in the spans: the import fails and says so.
+    assert main(["import", str(traces_path), "--out", "-"]) == 1
+    assert "no tool call mapped (input read as otlp)" in capsys.readouterr().err

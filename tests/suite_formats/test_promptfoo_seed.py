@@ -247,3 +247,50 @@ def test_grade_cli_one_trace_names_its_test(
     error = json.loads(capsys.readouterr().out)
     assert error["field"] == "metadata.test"
     assert "'other'" in error["message"]
+
+
+def test_unknown_keys_in_an_assertion_are_errors_or_listed(tmp_path: Path) -> None:
+    # A typo of the article's `mode: exact` must not grade the write tool with partial matching.
+    typo = TEST_FILE.replace("        mode: exact\n", "        mod: exact\n")
+    assert typo != TEST_FILE
+    path = tmp_path / "case.yaml"
+    path.write_text(typo, encoding="utf-8")
+    with pytest.raises(InvalidSuiteError) as raised:
+        load_suites(path)
+    assert raised.value.problems == [
+        (
+            "[0].assert[2].value.mod",
+            "unknown key; expected name, pattern, tool, type, args, arguments, mode, defaults, "
+            "ignore",
+        )
+    ]
+    found = load_suites(path, allow_unsupported=True)
+    assert found.skipped == ["[0].assert[2].value.mod: " + raised.value.problems[0][1]]
+    # Left out whole: the draft call is not checked at all rather than checked loosely.
+    assert [a.name for a in found.suites[NAME].assertions] == [
+        "trajectory:tool-args-match:find_customer",
+        "",
+    ]
+    # The same for a key of the assertion object, and of a sequence step.
+    sequence = "    - type: trajectory:tool-sequence\n"
+    transform = sequence + "      transform: output.trim()\n"
+    for text, field in [
+        (TEST_FILE.replace(sequence, transform), "[0].assert[1].transform"),
+        (
+            TEST_FILE.replace("- get_invoice", "- nme: get_invoice"),
+            "[0].assert[1].value.steps[1].nme",
+        ),
+    ]:
+        assert text != TEST_FILE
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(InvalidSuiteError) as raised:
+            load_suites(path)
+        assert [f for f, _ in raised.value.problems] == [field]
+    # weight and metric of an assertion only feed promptfoo's score: accepted, same suite.
+    write = "    - type: trajectory:tool-args-match\n      value:\n        name: create_credit"
+    scored = write.replace("      value:", "      weight: 2\n      metric: writes\n      value:")
+    assert write in TEST_FILE
+    path.write_text(TEST_FILE.replace(write, scored), encoding="utf-8")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(TEST_FILE, encoding="utf-8")
+    assert load_suites(path).suites == load_suites(plain).suites

@@ -178,6 +178,25 @@ def test_adk_reads_test_config_json_beside_the_eval_file(tmp_path: Path) -> None
     assert load_suite(path, allow_unsupported=True) == suite
 
 
+def test_adk_expected_calls_with_unknown_keys_or_no_name_are_errors() -> None:
+    # A typo of `args` would expect a call without arguments; a call without a name, nothing.
+    typo = json.loads(json.dumps(ADK))
+    use = typo["conversation"][0]["intermediate_data"]["tool_uses"][0]
+    use["arguments"] = use.pop("args")
+    where = "conversation[0].intermediate_data.tool_uses[0]"
+    for allow in (False, True):
+        with pytest.raises(InvalidSuiteError) as raised:
+            load_suite(typo, allow_unsupported=allow)
+        assert raised.value.problems == [
+            (f"{where}.arguments", "unknown key; expected id, name, args")
+        ]
+    del use["name"]
+    use["args"] = use.pop("arguments")
+    with pytest.raises(InvalidSuiteError) as raised:
+        load_suite(typo)
+    assert raised.value.problems == [(f"{where}.name", "a tool call needs a name, got None")]
+
+
 # The same checks written by hand as native suites, as a user reading docs/assertions.md would
 # (defaults left out): each converted suite must grade every trace exactly as its native twin.
 HAND_WRITTEN = {
@@ -213,14 +232,66 @@ HAND_WRITTEN = {
 }
 
 
+# The rest of the Orbit doc's shapes: call_index with a case-insensitive regex, a sequence step
+# with its own subset match, presence-only expected_tool_calls.
+ORBIT_DOC = {
+    "tool_call_args": [
+        {
+            "tool": "kb_query",
+            "call_index": 2,
+            "match": {"mode": "regex", "pattern": "refund policy", "flags": "i"},
+        }
+    ],
+    "expected_tool_sequence": [
+        {"tool": "lookup_account"},
+        {"tool": "issue_refund", "match": {"mode": "subset", "args": {"amount_cents": 5000}}},
+    ],
+    "expected_tool_calls": ["lookup_account"],
+}
+HAND_WRITTEN["orbit-doc"] = {
+    "assertions": [
+        {
+            "tool_call_args": {
+                "tool": "kb_query",
+                "call_index": 2,
+                "match": {"mode": "MATCH_MODE_REGEX", "pattern": "refund policy", "flags": "i"},
+            }
+        },
+        {
+            "tool_sequence": {
+                "steps": [
+                    {"glob": "lookup_account"},
+                    {
+                        "glob": "issue_refund",
+                        "match": {
+                            "mode": "MATCH_MODE_SUBSET",
+                            "args_json": '{"amount_cents":5000}',
+                        },
+                    },
+                ]
+            }
+        },
+        {"tool_called": {"tool": "lookup_account"}},
+    ]
+}
+KB = [("kb_query", {"q": "shipping"}), ("kb_query", {"q": "EU Refund Policy"})]
+
+
 @pytest.mark.parametrize(
-    ("source", "kind"), [(ORBIT, "orbit"), (PROMPTFOO, "promptfoo"), (ADK, "adk")]
+    ("source", "kind"),
+    [(ORBIT, "orbit"), (ORBIT_DOC, "orbit-doc"), (PROMPTFOO, "promptfoo"), (ADK, "adk")],
 )
 def test_every_format_grades_as_its_hand_written_native_twin(
     source: dict[str, object] | list[object], kind: str
 ) -> None:
     converted, native = compile_suite(source), compile_suite(HAND_WRITTEN[kind], format="native")
-    traces = [GOOD, BAD, seeds.trace([("lookup_account", {"id": 2})], "other")]
+    traces = [
+        GOOD,
+        BAD,
+        seeds.trace([("lookup_account", {"id": 2})], "other"),
+        seeds.trace([("lookup_account", {}), *KB, ("issue_refund", {"amount_cents": 5000})], "kb"),
+        seeds.trace([*reversed(KB), ("issue_refund", {"amount_cents": 5000})], "kb-reversed"),
+    ]
     for trace in traces:
         got, want = converted.grade(trace), native.grade(trace)
         got.ClearField("suite_id")

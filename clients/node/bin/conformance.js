@@ -9,7 +9,9 @@
  * {"rpc":"RegisterSuite","suite_id":...}, then one
  * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,
  * "outcome":TraceOutcome} per trace and RPC. StreamGradeTraces sends chunks of 4 traces per message
- * (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form.
+ * (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form. Each
+ * ImportSuiteRequest of the optional "imports" list is sent as it stands and printed as
+ * {"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}.
  */
 const fs = require('node:fs');
 const { TrajgradeClient } = require('../src/client');
@@ -20,7 +22,7 @@ async function main(argv) {
     return 2;
   }
   const [address, file] = argv;
-  const { suite, traces } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const { suite, traces, imports = [] } = JSON.parse(fs.readFileSync(file, 'utf8'));
   const client = new TrajgradeClient(address);
   const print = (line) => process.stdout.write(`${JSON.stringify(line)}\n`);
   try {
@@ -38,6 +40,14 @@ async function main(argv) {
     single.forEach((outcome, index) =>
       print({ rpc: 'StreamGradeTracesOnePerMessage', index, outcome }),
     );
+    for (const [index, request] of imports.entries()) {
+      const response = await client.importSuite(request.text, {
+        format: request.format ?? 'auto',
+        skipUnsupported: request.skip_unsupported ?? false,
+        name: request.name ?? '',
+      });
+      print({ rpc: 'ImportSuite', index, response });
+    }
   } finally {
     client.close();
   }

@@ -20,8 +20,9 @@ pub mod pb {
 use pb::grader_service_client::GraderServiceClient;
 use pb::{
     batch_grade_traces_request, grade_trace_request, stream_grade_traces_request,
-    BatchGradeTracesRequest, GradeResult, GradeTraceRequest, RegisterSuiteRequest,
-    StreamGradeTracesRequest, Suite, Trace, TraceOutcome,
+    BatchGradeTracesRequest, GradeResult, GradeTraceRequest, ImportSuiteRequest,
+    ImportSuiteResponse, RegisterSuiteRequest, StreamGradeTracesRequest, Suite, Trace,
+    TraceOutcome,
 };
 
 /// Errors of this client: a connection problem, a gRPC status, or a malformed answer.
@@ -102,6 +103,19 @@ impl Client {
     pub async fn register_suite(&mut self, suite: Suite) -> Result<String, Error> {
         let request = self.request(RegisterSuiteRequest { suite: Some(suite) });
         Ok(self.stub.register_suite(request).await?.into_inner().suite_id)
+    }
+
+    /// Converts the text of a suite file in another format (Orbit, promptfoo, Google ADK, or
+    /// native JSON/YAML; `format` empty or `"auto"` detects it) on the server and registers it.
+    /// The response holds the native suite, its id, the format read, and what was left out when
+    /// `skip_unsupported` is set (without it those parts fail the call with `InvalidArgument`
+    /// naming each); `name` picks one suite of a file holding several.
+    pub async fn import_suite(
+        &mut self,
+        request: ImportSuiteRequest,
+    ) -> Result<ImportSuiteResponse, Error> {
+        let request = self.request(request);
+        Ok(self.stub.import_suite(request).await?.into_inner())
     }
 
     /// Grades one trace against a registered suite.

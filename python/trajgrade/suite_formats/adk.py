@@ -16,6 +16,11 @@ _MODES = {
     # ADK's ANY_ORDER: every expected call matched by a distinct actual call, extras allowed.
     "ANY_ORDER": _A.TRAJECTORY_MODE_SUPERSET,
 }
+# The keys of google.genai's FunctionCall (snake_case or camelCase). `partial_args` and
+# `will_continue` describe streaming, not the call; any other key is refused, never dropped.
+_CALL_KEYS = frozenset(
+    {"id", "name", "args", "partial_args", "partialArgs", "will_continue", "willContinue"}
+)
 
 
 def _get(obj: dict[str, Any], snake: str) -> Any:
@@ -111,27 +116,47 @@ def _criterion(config: Any, unsupported: list[str]) -> tuple[float, str, bool]:
     return threshold, match_type, ignore_args
 
 
-def _tool_uses(invocation: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def _tool_uses(invocation: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+    """The expected calls of an invocation, each with its source path."""
     data = _get(invocation, "intermediate_data") or {}
+    where = f"{where}.intermediate_data"
     if not isinstance(data, dict):
-        raise SuiteFormatError([f"{where}.intermediate_data: must be an object"])
+        raise SuiteFormatError([f"{where}: must be an object"])
     uses = _get(data, "tool_uses")
     if uses is not None:
         if not isinstance(uses, list):
-            raise SuiteFormatError([f"{where}.intermediate_data.tool_uses: must be a list"])
-        return [u for u in uses if isinstance(u, dict)]
+            raise SuiteFormatError([f"{where}.tool_uses: must be a list"])
+        return [(f"{where}.tool_uses[{i}]", use) for i, use in enumerate(uses)]
     events = _get(data, "invocation_events") or []
     if not isinstance(events, list):
-        raise SuiteFormatError([f"{where}.intermediate_data.invocation_events: must be a list"])
+        raise SuiteFormatError([f"{where}.invocation_events: must be a list"])
     out = []
-    for event in events:
+    for e, event in enumerate(events):
         content = event.get("content") if isinstance(event, dict) else None
         parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else []:
+        for p, part in enumerate(parts if isinstance(parts, list) else []):
             call = _get(part, "function_call") if isinstance(part, dict) else None
-            if isinstance(call, dict):
-                out.append(call)
+            if call is not None:
+                at = f"{where}.invocation_events[{e}].content.parts[{p}].function_call"
+                out.append((at, call))
     return out
+
+
+def _reference_call(use: Any, where: str) -> trace_pb2.ToolCall:
+    """One expected call; a typo such as `arguments` for `args` would silently expect none."""
+    if not isinstance(use, dict):
+        raise SuiteFormatError([f"{where}: a tool call must be an object"])
+    unknown = [key for key in use if key not in _CALL_KEYS]
+    if unknown:
+        expected = "unknown key; expected id, name, args"
+        raise SuiteFormatError([f"{where}.{key}: {expected}" for key in unknown])
+    name = use.get("name")
+    if not isinstance(name, str) or not name:
+        raise SuiteFormatError([f"{where}.name: a tool call needs a name, got {name!r}"])
+    call = trace_pb2.ToolCall(name=name)
+    if use.get("args") is not None:
+        call.arguments_json = json_text(use["args"])
+    return call
 
 
 def _case(case: dict[str, Any], config: Any) -> Conversion:
@@ -147,11 +172,8 @@ def _case(case: dict[str, Any], config: Any) -> Conversion:
         )
     reference = []
     for number, invocation in enumerate(invocations):
-        for use in _tool_uses(invocation, f"conversation[{number}]"):
-            call = trace_pb2.ToolCall(name=str(use.get("name") or ""))
-            if use.get("args") is not None:
-                call.arguments_json = json_text(use["args"])
-            reference.append(call)
+        for where, use in _tool_uses(invocation, f"conversation[{number}]"):
+            reference.append(_reference_call(use, where))
     suite = suite_pb2.Suite(name=str(_get(case, "eval_id") or ""))
     # Per-invocation scores are averaged in ADK; a threshold below 1 over several invocations
     # accepts partial trajectories, which one pass/fail check cannot say: it becomes SOFT.

@@ -53,7 +53,40 @@ def glob(pattern: str) -> str:
 
 
 class _UnsupportedError(Exception):
-    pass
+    """A part that cannot be converted; `path` continues the assertion's source path."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+# Keys of a promptfoo assertion object. `weight`, `metric` and `threshold` only feed promptfoo's
+# score aggregation, so they are read and ignored; any other key is reported, never dropped.
+_ASSERTION_KEYS = ("type", "value", "weight", "metric", "threshold")
+_MATCHER_KEYS = ("name", "pattern", "tool", "type")
+_VALUE_KEYS = {
+    "trajectory:tool-used": (*_MATCHER_KEYS, "min", "max"),
+    "trajectory:tool-args-match": (
+        *_MATCHER_KEYS,
+        "args",
+        "arguments",
+        "mode",
+        "defaults",
+        "ignore",
+    ),
+    "trajectory:tool-sequence": ("mode", "steps"),
+    "trajectory:step-count": ("name", "pattern", "type", "min", "max"),
+}
+
+
+def _known_keys(obj: Any, keys: tuple[str, ...], path: str) -> None:
+    """An unknown key (a typo such as `mod: exact`) would silently loosen the check: refuse it."""
+    if isinstance(obj, dict):
+        for key in obj:
+            if key not in keys:
+                raise _UnsupportedError(
+                    f"unknown key; expected {', '.join(keys)}", path=f"{path}.{key}"
+                )
 
 
 def convert(obj: Any) -> Conversion:
@@ -83,6 +116,9 @@ def add_assertions(conversion: Conversion, items: Any, where: str) -> None:
         base = kind.removeprefix("not-")
         value = item.get("value")
         try:
+            if base in _VALUE_KEYS:
+                _known_keys(item, _ASSERTION_KEYS, "")
+                _known_keys(value, _VALUE_KEYS[base], ".value")
             if base == "trajectory:tool-used":
                 made = _tool_used(value, negate)
             elif base == "trajectory:tool-args-match":
@@ -94,7 +130,7 @@ def add_assertions(conversion: Conversion, items: Any, where: str) -> None:
             else:
                 raise _UnsupportedError(_not_graded(kind))
         except _UnsupportedError as exc:
-            conversion.unsupported.append(f"{at}: {exc}")
+            conversion.unsupported.append(f"{at}{exc.path}: {exc}")
             continue
         conversion.suite.assertions.extend(made)
 
@@ -239,6 +275,7 @@ def _tool_sequence(value: Any, negate: bool) -> _A.Assertion:
     for number, step in enumerate(steps, start=1):
         if isinstance(step, list):
             raise _UnsupportedError(f"tool-sequence step {number} is a parallel group (turns)")
+        _known_keys(step, _MATCHER_KEYS, f".value.steps[{number - 1}]")
         out.append(_A.SequenceStep(glob=glob(_matcher(step, f"step {number}")), ignore_case=True))
     sequence = _A.ToolSequence(
         steps=out,

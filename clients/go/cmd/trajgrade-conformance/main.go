@@ -7,7 +7,9 @@
 // Output lines: {"rpc":"RegisterSuite","suite_id":...}, then
 // {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,"outcome":TraceOutcome}.
 // StreamGradeTraces sends chunks of 4 traces per message (the last one partial);
-// StreamGradeTracesOnePerMessage sends the single-trace form.
+// StreamGradeTracesOnePerMessage sends the single-trace form. Each ImportSuiteRequest of the
+// optional "imports" list is sent as it stands and printed as
+// {"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}.
 package main
 
 import (
@@ -24,15 +26,17 @@ import (
 )
 
 type vectors struct {
-	Suite  json.RawMessage   `json:"suite"`
-	Traces []json.RawMessage `json:"traces"`
+	Suite   json.RawMessage   `json:"suite"`
+	Traces  []json.RawMessage `json:"traces"`
+	Imports []json.RawMessage `json:"imports"`
 }
 
 type line struct {
-	RPC     string          `json:"rpc"`
-	SuiteID string          `json:"suite_id,omitempty"`
-	Index   *int            `json:"index,omitempty"`
-	Outcome json.RawMessage `json:"outcome,omitempty"`
+	RPC      string          `json:"rpc"`
+	SuiteID  string          `json:"suite_id,omitempty"`
+	Index    *int            `json:"index,omitempty"`
+	Outcome  json.RawMessage `json:"outcome,omitempty"`
+	Response json.RawMessage `json:"response,omitempty"`
 }
 
 func main() {
@@ -126,7 +130,28 @@ func run(address, path string) error {
 	if err != nil {
 		return fmt.Errorf("StreamGradeTraces (one per message): %w", err)
 	}
-	return emit("StreamGradeTracesOnePerMessage", single)
+	if err := emit("StreamGradeTracesOnePerMessage", single); err != nil {
+		return err
+	}
+	for i, raw := range vec.Imports {
+		request := &pb.ImportSuiteRequest{}
+		if err := protojson.Unmarshal(raw, request); err != nil {
+			return fmt.Errorf("imports[%d]: %w", i, err)
+		}
+		response, err := client.ImportSuite(ctx, request.GetFormat(), request.GetText(), request.GetSkipUnsupported(), request.GetName())
+		if err != nil {
+			return fmt.Errorf("ImportSuite(imports[%d]): %w", i, err)
+		}
+		text, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(response)
+		if err != nil {
+			return err
+		}
+		index := i
+		if err := out.Encode(line{RPC: "ImportSuite", Index: &index, Response: text}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // conformanceChunk is small so that the vectors span several chunk messages.

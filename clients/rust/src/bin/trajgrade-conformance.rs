@@ -8,14 +8,16 @@
 //! Output: `{"rpc":"RegisterSuite","suite_id":...}`, then one
 //! `{"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,"outcome":TraceOutcome}`
 //! per trace and RPC. StreamGradeTraces sends chunks of 4 traces per message (the last one
-//! partial); StreamGradeTracesOnePerMessage sends the single-trace form.
+//! partial); StreamGradeTracesOnePerMessage sends the single-trace form. Each
+//! ImportSuiteRequest of the optional `imports` list is sent as it stands and printed as
+//! `{"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}`.
 
 use std::{process::ExitCode, time::Duration};
 
 use serde::Deserialize;
 use serde_json::json;
 use trajgrade_client::{
-    pb::{trace_outcome, Suite, Trace, TraceOutcome},
+    pb::{trace_outcome, ImportSuiteRequest, Suite, Trace, TraceOutcome},
     Client,
 };
 
@@ -23,6 +25,8 @@ use trajgrade_client::{
 struct Vectors {
     suite: Suite,
     traces: Vec<Trace>,
+    #[serde(default)]
+    imports: Vec<ImportSuiteRequest>,
 }
 
 fn emit(rpc: &str, outcomes: &[TraceOutcome]) -> Result<(), serde_json::Error> {
@@ -37,7 +41,7 @@ fn emit(rpc: &str, outcomes: &[TraceOutcome]) -> Result<(), serde_json::Error> {
 
 async fn run(address: &str, path: &str) -> Result<(), Box<dyn std::error::Error>> {
     let text = tokio::fs::read_to_string(path).await?;
-    let Vectors { suite, traces } = serde_json::from_str(&text)?;
+    let Vectors { suite, traces, imports } = serde_json::from_str(&text)?;
     let mut client = Client::connect(address, Duration::from_secs(60)).await?;
 
     let suite_id = client.register_suite(suite).await?;
@@ -54,6 +58,10 @@ async fn run(address: &str, path: &str) -> Result<(), Box<dyn std::error::Error>
     emit("StreamGradeTraces", &chunked)?;
     let single = client.stream_grade_traces_chunked(&suite_id, traces, 1).await?;
     emit("StreamGradeTracesOnePerMessage", &single)?;
+    for (index, request) in imports.into_iter().enumerate() {
+        let response = serde_json::to_value(client.import_suite(request).await?)?;
+        println!("{}", json!({"rpc": "ImportSuite", "index": index, "response": response}));
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import trajgrade.v1.GraderServiceOuterClass.ImportSuiteRequest;
 import trajgrade.v1.Result.TraceOutcome;
 import trajgrade.v1.SuiteOuterClass.Suite;
 import trajgrade.v1.TraceOuterClass.Trace;
@@ -27,6 +28,8 @@ import trajgrade.v1.TraceOuterClass.Trace;
  * {"rpc":"GradeTrace"|"BatchGradeTraces"|"StreamGradeTraces"|"StreamGradeTracesOnePerMessage","index":i,
  * "outcome":TraceOutcome} per trace and RPC. StreamGradeTraces sends chunks of 4 traces per
  * message (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form.
+ * Each ImportSuiteRequest of the optional "imports" list is sent as it stands and printed as
+ * {"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}.
  */
 public final class Conformance {
   private static final JsonFormat.Printer PRINTER =
@@ -68,6 +71,22 @@ public final class Conformance {
       emit(out, "BatchGradeTraces", client.batchGradeTraces(suiteId, traces));
       emit(out, "StreamGradeTraces", client.streamGradeTraces(suiteId, traces, 4));
       emit(out, "StreamGradeTracesOnePerMessage", client.streamGradeTraces(suiteId, traces, 1));
+
+      JsonElement imports = vectors.get("imports");
+      if (imports != null) {
+        int index = 0;
+        for (JsonElement element : imports.getAsJsonArray()) {
+          ImportSuiteRequest.Builder request = ImportSuiteRequest.newBuilder();
+          JsonFormat.parser().merge(element.toString(), request);
+          JsonObject line = new JsonObject();
+          line.addProperty("rpc", "ImportSuite");
+          line.addProperty("index", index++);
+          line.add(
+              "response",
+              JsonParser.parseString(PRINTER.print(client.importSuite(request.build()))));
+          out.println(GSON.toJson(line));
+        }
+      }
     }
   }
 

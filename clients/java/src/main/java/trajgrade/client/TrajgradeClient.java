@@ -13,6 +13,8 @@ import java.util.concurrent.TimeoutException;
 import trajgrade.v1.GraderServiceGrpc;
 import trajgrade.v1.GraderServiceOuterClass.BatchGradeTracesRequest;
 import trajgrade.v1.GraderServiceOuterClass.GradeTraceRequest;
+import trajgrade.v1.GraderServiceOuterClass.ImportSuiteRequest;
+import trajgrade.v1.GraderServiceOuterClass.ImportSuiteResponse;
 import trajgrade.v1.GraderServiceOuterClass.RegisterSuiteRequest;
 import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesRequest;
 import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesResponse;
@@ -58,6 +60,22 @@ public final class TrajgradeClient implements AutoCloseable {
   public String registerSuite(Suite suite) {
     return blocking().registerSuite(RegisterSuiteRequest.newBuilder().setSuite(suite).build())
         .getSuiteId();
+  }
+
+  /**
+   * Converts the text of a suite file in another format (Orbit, promptfoo, Google ADK, or native
+   * JSON/YAML; format "" or "auto" detects it) on the server and registers it. The response holds
+   * the native suite, its id, the format read, and what was left out when skip_unsupported is set
+   * (without it those parts fail the call with INVALID_ARGUMENT naming each). The request's name
+   * picks one suite of a file holding several.
+   */
+  public ImportSuiteResponse importSuite(ImportSuiteRequest request) {
+    return blocking().importSuite(request);
+  }
+
+  /** {@link #importSuite(ImportSuiteRequest)} of a file's text, its format detected. */
+  public ImportSuiteResponse importSuite(String text) {
+    return importSuite(ImportSuiteRequest.newBuilder().setText(text).build());
   }
 
   /** Grades one trace against a registered suite. */
