@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 # Ray's own loggers, quiet (warnings and errors only) unless verbose.
 _RAY_LOGGERS = ("ray", "ray.data")
+_PROGRESS_LOGGER = "ray.data._internal.progress"
 _configured: list[bool] = []  # init() has set the logs and the data context up
 
 
@@ -64,6 +65,8 @@ def init(*, verbose: bool = False) -> float:
         ray.init(address=address, log_to_driver=verbose, logging_level=level, **extra)
     for name in _RAY_LOGGERS:
         logging.getLogger(name).setLevel(level)
+    # Ray Data warns once that its progress bars are off, which is what quiet asked for.
+    logging.getLogger(_PROGRESS_LOGGER).setLevel(level if verbose else logging.ERROR)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = verbose
     context.print_on_execution_start = verbose

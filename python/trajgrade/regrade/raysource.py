@@ -33,9 +33,10 @@ from trajgrade.regrade.summary import Summary
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# Chunks per read task: enough work per task to amortise Ray's per-task cost, few enough that
-# the first rows reach the output soon and every worker has tasks to take.
-TASK_CHUNKS = 4
+# JSONL chunks per read task. Ray merges what one task yields into one block, which reaches
+# the driver when the task ends: one chunk a task lets each chunk be committed as soon as it
+# is graded (a chunk is 2048 traces by default, far more work than Ray's cost per task).
+TASK_CHUNKS = 1
 
 
 @dataclass(frozen=True)
