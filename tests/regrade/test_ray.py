@@ -1,8 +1,7 @@
-"""The Ray engine (local Ray, 2 CPUs) writes exactly the local engine's results."""
+"""The Ray engine (local Ray, 2 CPUs) writes exactly the local engine's results, as it goes."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import warnings
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ ray = pytest.importorskip("ray")
 # Ray warns about its own deprecated settings while it starts; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
 
-from trajgrade.regrade import ray as ray_engine  # noqa: E402  (after the importorskip)
+from ray_cluster import kill_ray_children  # noqa: E402  (bench/; after the importorskip)
+from trajgrade.regrade import ray as ray_engine  # noqa: E402
 
 STARTUP_ATTEMPTS = 3
 
@@ -24,15 +24,8 @@ STARTUP_ATTEMPTS = 3
 def _clean_up_failed_start() -> None:
     """Kill what a timed-out start left running and collect its Popen objects here, where their
     ResourceWarnings are expected, instead of in a later test (warnings are errors)."""
-    import psutil  # a Ray dependency  # noqa: PLC0415
-
     ray.shutdown()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            command = " ".join(child.cmdline())
-            # Only Ray's own processes (its binaries and workers live in the ray package).
-            if "/ray/" in command or command.startswith("ray::"):
-                child.kill()
+    kill_ray_children()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
@@ -55,39 +48,93 @@ def local_ray() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("local_ray")
-def test_ray_equals_local(workload: dict[str, Path], tmp_path: Path) -> None:
-    local = tmp_path / "local.jsonl"
-    regrade([str(workload["clean"])], workload["suite"], str(local), chunk_size=128)
-    payload = suite_bytes(workload["suite"])
-
-    from_jsonl = tmp_path / "ray.jsonl"
-    summary = ray_engine.regrade([str(workload["clean"])], payload, str(from_jsonl), batch_size=128)
-    assert summary.traces == 600
-    assert from_jsonl.read_bytes() == local.read_bytes()
-
-    from_parquet = tmp_path / "ray.parquet"
-    ray_engine.regrade([str(workload["parquet"])], payload, str(from_parquet), batch_size=100)
-    assert list(read_rows(str(from_parquet))) == list(read_rows(str(local)))
+@pytest.mark.parametrize(
+    ("source", "out"),
+    [("jsonl", "jsonl"), ("jsonl", "parquet"), ("parquet", "jsonl"), ("parquet", "parquet")],
+)
+def test_ray_equals_local(workload: dict[str, Path], tmp_path: Path, source: str, out: str) -> None:
+    """Same bytes (JSONL) or rows (Parquet) and the same summary, bad and blank lines included:
+    an undecodable line's error names its file and line, as the local engine's does."""
+    local = tmp_path / f"local.{out}"
+    expected = regrade([str(workload[source])], workload["suite"], str(local), chunk_size=64)
+    on_ray = tmp_path / f"ray.{out}"
+    summary = regrade(
+        [str(workload[source])], workload["suite"], str(on_ray), chunk_size=64, engine="ray"
+    )
+    assert summary.to_json() == expected.to_json()
+    if out == "jsonl":
+        assert on_ray.read_bytes() == local.read_bytes()
+    else:
+        assert pq.read_table(on_ray).equals(pq.read_table(local))
+    if source == "jsonl":
+        errors = [row["error"] for row in read_rows(str(on_ray)) if row["error"] is not None]
+        assert [error["field"] for error in errors] == ["traces.jsonl:line 102"]
 
 
 @pytest.mark.usefixtures("local_ray")
-def test_ray_bad_lines_and_the_trace_dataset_api(workload: dict[str, Path], tmp_path: Path) -> None:
-    """A bad line is that row's error in place (its field names the file: Ray's read_text has
-    no line numbers); read_traces + grade_dataset give the same rows as the block path."""
+def test_ray_rows_reach_the_disk_as_they_are_graded(
+    workload: dict[str, Path], tmp_path: Path
+) -> None:
+    """Each chunk is committed when its worker is done: the first rows are on disk (in the
+    run's state, resumable) long before the run ends, and the output appears only at the end."""
+    out = tmp_path / "ray.jsonl"
+    rows = out.with_name(out.name + ".parts") / "rows.jsonl"
+    seen: list[tuple[int, int, bool]] = []
+
+    def look(traces: int) -> None:
+        seen.append((traces, rows.stat().st_size, out.exists()))
+
+    inputs = [str(workload["jsonl"]), str(workload["parquet"])]
+    summary = regrade(
+        inputs, workload["suite"], str(out), chunk_size=50, engine="ray", on_commit=look
+    )
+    assert summary.traces == 1201
+    assert len(seen) >= 24  # 13 + 12 chunks of at most 50 traces (the row groups cut some)
+    assert seen[0][0] == 50 and seen[0][1] > 0 and not seen[0][2]
+    assert [traces for traces, _, _ in seen] == sorted({traces for traces, _, _ in seen})
+    assert all(not exists for _, _, exists in seen)
     local = tmp_path / "local.jsonl"
-    regrade([str(workload["jsonl"])], workload["suite"], str(local), chunk_size=64)
+    regrade(inputs, workload["suite"], str(local), chunk_size=50)
+    assert out.read_bytes() == local.read_bytes()
+
+
+@pytest.mark.usefixtures("local_ray")
+@pytest.mark.parametrize("first", ["local", "ray"])
+def test_ray_resumes_a_run(workload: dict[str, Path], tmp_path: Path, first: str) -> None:
+    """A run interrupted after some commits (by either engine) is continued by the Ray engine
+    from the same position: no row twice, none missing, the same bytes and summary."""
+    inputs = [str(workload["jsonl"]), str(workload["parquet"])]
+    out = tmp_path / "results.jsonl"
+    commits: list[int] = []
+
+    def crash(traces: int) -> None:
+        commits.append(traces)
+        if len(commits) == 17:  # past the first file's 13 chunks, into the Parquet file
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        regrade(inputs, workload["suite"], str(out), chunk_size=50, engine=first, on_commit=crash)
+    assert not out.exists()
+    summary = regrade(inputs, workload["suite"], str(out), chunk_size=50, engine="ray", resume=True)
+    local = tmp_path / "local.jsonl"
+    expected = regrade(inputs, workload["suite"], str(local), chunk_size=50)
+    assert out.read_bytes() == local.read_bytes()
+    assert summary.to_json() == expected.to_json()
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_refuses_importer_formats(workload: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="convert 'otlp' input with the local engine"):
+        regrade(
+            [str(workload["clean"])], workload["suite"], str(tmp_path / "out.jsonl"),
+            format="otlp", engine="ray",
+        )  # fmt: skip
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_trace_dataset_api(workload: dict[str, Path], tmp_path: Path) -> None:
+    """read_traces + grade_dataset (the composable form) give the local engine's rows."""
     payload = suite_bytes(workload["suite"])
-    from_ray = tmp_path / "ray.jsonl"
-    summary = ray_engine.regrade([str(workload["jsonl"])], payload, str(from_ray), batch_size=50)
-    assert summary.traces == 601 and summary.errors == 1
-    ray_rows, local_rows = list(read_rows(str(from_ray))), list(read_rows(str(local)))
-    assert len(ray_rows) == len(local_rows) == 601
-    for got, want in zip(ray_rows, local_rows, strict=True):
-        if want["error"] is not None:
-            assert want["error"]["field"] == "traces.jsonl:line 102"
-            assert got["error"]["field"] == "traces.jsonl"
-            got["error"]["field"] = want["error"]["field"]
-        assert got == want
     dataset = ray_engine.grade_dataset(
         ray_engine.read_traces([str(workload["clean"])]), payload, batch_size=100
     )
@@ -100,7 +147,7 @@ def test_ray_bad_lines_and_the_trace_dataset_api(workload: dict[str, Path], tmp_
 @pytest.mark.usefixtures("local_ray")
 def test_ray_directory_output(workload: dict[str, Path], tmp_path: Path) -> None:
     """An `out` without a suffix is a directory of Parquet files from Ray's parallel writer:
-    the same rows (in some order) and the same summary as the local engine."""
+    the local engine's rows (in some order) and summary counts."""
     local = tmp_path / "local.jsonl"
     expected = regrade([str(workload["jsonl"])], workload["suite"], str(local))
     payload = suite_bytes(workload["suite"])
@@ -108,10 +155,6 @@ def test_ray_directory_output(workload: dict[str, Path], tmp_path: Path) -> None
     rows = pq.read_table(tmp_path / "dir").to_pylist()
     assert "jsonl" not in rows[0]
     key = lambda row: row["trace_id"]  # noqa: E731
-    local_rows = list(read_rows(str(local)))
-    for row in local_rows:
-        if row["error"] is not None:
-            row["error"]["field"] = "traces.jsonl"  # Ray names the file only
-    assert sorted(rows, key=key) == sorted(local_rows, key=key)
+    assert sorted(rows, key=key) == sorted(read_rows(str(local)), key=key)
     assert summary.traces == expected.traces and summary.passed == expected.passed
     assert summary.to_json()["assertions"] == expected.to_json()["assertions"]

@@ -1,4 +1,5 @@
-"""--server: the same rows through StreamGradeTraces on a real in-process server (127.0.0.1)."""
+"""--server: the same rows through StreamGradeTraces on a real in-process server (127.0.0.1)
+that requires a bearer token, through the project's client."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from trajgrade.client import Client
+from trajgrade.commands import regrade as regrade_command
 from trajgrade.regrade import regrade
+from trajgrade.regrade.server import ServerError
 from trajgrade.server.app import GradingServer
 from trajgrade.server.settings import Settings
+
+TOKEN = "regrade-test-token"
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +26,7 @@ def server_address() -> Iterator[str]:
     holder: dict[str, object] = {}
 
     async def main() -> None:
-        server = GradingServer(Settings(listen=("127.0.0.1:0",)))
+        server = GradingServer(Settings(listen=("127.0.0.1:0",), auth_token=TOKEN))
         holder["ports"] = await server.start()
         holder["server"] = server
         ready.set()
@@ -44,26 +50,54 @@ def test_server_mode_equals_local(
 ) -> None:
     local, remote = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
     regrade([str(workload["jsonl"])], workload["suite"], str(local), chunk_size=64)
-    summary = regrade(
-        [str(workload["jsonl"])], workload["suite"], str(remote), chunk_size=64,
-        server=server_address,
-    )  # fmt: skip
+    with Client(server_address, token=TOKEN) as client:
+        summary = regrade(
+            [str(workload["jsonl"])], workload["suite"], str(remote), chunk_size=64,
+            server=client,
+        )  # fmt: skip
     assert summary.traces == 601 and summary.errors == 1
     assert remote.read_bytes() == local.read_bytes()
 
 
-def test_server_mode_splits_a_chunk_over_several_stream_messages(
-    workload: dict[str, Path], tmp_path: Path, server_address: str, monkeypatch: pytest.MonkeyPatch
+def test_server_mode_without_the_token_is_refused(
+    workload: dict[str, Path], tmp_path: Path, server_address: str
 ) -> None:
-    """A regrade chunk larger than one stream message goes out as several chunk messages."""
-    from trajgrade.regrade import server as server_engine  # noqa: PLC0415
+    with pytest.raises(ServerError, match=r"RegisterSuite on 127\.0\.0\.1:\d+: "):
+        regrade(
+            [str(workload["jsonl"])], workload["suite"], str(tmp_path / "out.jsonl"),
+            server=server_address,
+        )  # fmt: skip
 
-    monkeypatch.setattr(server_engine, "_MESSAGE_TRACES", 50)
-    local, remote = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+
+def test_cli_server_flags(
+    workload: dict[str, Path],
+    tmp_path: Path,
+    server_address: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--token-file or TRAJGRADE_TOKEN give the token; without one the run exits 2 saying
+    why; the rows equal the local engine's (a chunk of 256 goes out as several messages)."""
+    local = tmp_path / "local.jsonl"
     regrade([str(workload["jsonl"])], workload["suite"], str(local), chunk_size=256)
-    summary = regrade(
-        [str(workload["jsonl"])], workload["suite"], str(remote), chunk_size=256,
-        server=server_address,
-    )  # fmt: skip
-    assert summary.traces == 601 and summary.errors == 1
-    assert remote.read_bytes() == local.read_bytes()
+    base = [str(workload["jsonl"]), "--suite", str(workload["suite"]), "--server", server_address]
+    base += ["--chunk-size", "256", "--no-progress"]
+    monkeypatch.delenv(regrade_command.TOKEN_ENV, raising=False)
+    assert regrade_command.main([*base, "--out", str(tmp_path / "refused.jsonl")]) == 2
+    assert "UNAUTHENTICATED" in capsys.readouterr().err.replace("\n", " ").upper()
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    by_file = tmp_path / "by-file.jsonl"
+    with_file = [*base, "--token-file", str(token_file)]
+    assert regrade_command.main([*with_file, "--out", str(by_file)]) == 0
+    assert by_file.read_bytes() == local.read_bytes()
+
+    monkeypatch.setenv(regrade_command.TOKEN_ENV, TOKEN)
+    by_env = tmp_path / "by-env.jsonl"
+    assert regrade_command.main([*base, "--out", str(by_env)]) == 0
+    assert by_env.read_bytes() == local.read_bytes()
+
+    token_file.write_text(" \n", encoding="utf-8")
+    assert regrade_command.main([*with_file, "--out", str(by_env)]) == 2
+    assert "the file is empty" in capsys.readouterr().err

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trajgrade.client import Client
+
+# The bearer token for --server when no --token-file is given (an env var: flags show in ps).
+TOKEN_ENV = "TRAJGRADE_TOKEN"
 
 DESCRIPTION = """\
 Grade every trace in INPUT... against a suite and write one result row per trace, in input
@@ -57,11 +65,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="grade through StreamGradeTraces on a running server (host:port)",
     )
+    server = parser.add_argument_group(
+        "--server connection", "as the Python client takes them (docs/regrade.md)"
+    )
+    server.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help=f"bearer token for the server, read from FILE (or the {TOKEN_ENV} variable)",
+    )
+    server.add_argument(
+        "--tls", action="store_true", help="TLS with the system's root certificates"
+    )
+    server.add_argument(
+        "--tls-ca-file", metavar="PEM", default=None, help="CA to verify the server (enables TLS)"
+    )
+    server.add_argument(
+        "--tls-cert-file", metavar="PEM", default=None, help="client certificate (mTLS)"
+    )
+    server.add_argument(
+        "--tls-key-file", metavar="PEM", default=None, help="client private key (mTLS)"
+    )
+    server.add_argument(
+        "--tls-server-name", default=None, help="name to verify in the server certificate"
+    )
     parser.add_argument(
         "--engine",
         choices=("local", "ray"),
         default="local",
-        help="local (default) or ray (RAY_ADDRESS for a cluster)",
+        help="local (default) or ray (RAY_ADDRESS for a cluster; native JSONL and Parquet)",
     )
     parser.add_argument(
         "--chunk-size",
@@ -100,6 +132,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="of those, the first N open to their calls, read back from the inputs (default 1000)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --engine ray: Ray's INFO logs, worker output and progress bars",
+    )
 
 
 def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit code)
@@ -120,25 +157,17 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
             "[red]trajgrade regrade: --report-traces and --report-calls must be at least 0[/red]"
         )
         return 2
-    if args.engine == "ray" and (args.resume or args.server):
-        console.print(
-            "[red]trajgrade regrade: --engine ray takes neither --resume nor --server[/red]"
-        )
+    if args.engine == "ray" and args.server:
+        console.print("[red]trajgrade regrade: --engine ray takes no --server[/red]")
         return 2
     try:
         suite = _suite_bytes(args)
         if args.engine == "ray":
             from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415
 
-            summary = ray_engine.regrade(
-                args.inputs,
-                suite,
-                args.out,
-                format=args.format,
-                batch_size=chunk_size,
-                threads=args.threads or 1,
-            )
-        else:
+            ray_engine.init(verbose=args.verbose)
+        with contextlib.ExitStack() as stack:
+            client = stack.enter_context(_client(args)) if args.server else None
             summary = api.regrade(
                 args.inputs,
                 suite,
@@ -146,8 +175,9 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
                 format=args.format,
                 chunk_size=chunk_size,
                 resume=args.resume,
-                server=args.server,
+                server=client,
                 threads=args.threads,
+                engine=args.engine,
                 console=console,
                 show_progress=not args.no_progress and console.is_terminal,
             )
@@ -190,6 +220,27 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0911  (one return per exit
         )
         return 1
     return 0
+
+
+def _client(args: argparse.Namespace) -> Client:
+    """The client for --server, with the TLS and token flags."""
+    from trajgrade.client import Client  # noqa: PLC0415
+
+    token = os.environ.get(TOKEN_ENV) or None
+    if args.token_file is not None:
+        with open(args.token_file, encoding="utf-8") as handle:
+            token = handle.read().strip()
+        if not token:
+            raise ValueError(f"--token-file {args.token_file}: the file is empty")
+    return Client(
+        args.server,
+        token=token,
+        tls=args.tls,
+        root_certificates=args.tls_ca_file,
+        certificate_chain=args.tls_cert_file,
+        private_key=args.tls_key_file,
+        server_name=args.tls_server_name,
+    )
 
 
 def _suite_name(suite: bytes) -> str:

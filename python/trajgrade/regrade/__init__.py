@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -15,6 +16,9 @@ from trajgrade.regrade.source import SourceError, resolve_inputs
 from trajgrade.regrade.suite import SuiteFileError, load_suite
 from trajgrade.regrade.summary import Summary
 from trajgrade.v1 import suite_pb2
+
+if TYPE_CHECKING:
+    from trajgrade.client import Client
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -49,8 +53,9 @@ def regrade(
     format: str = "auto",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     resume: bool = False,
-    server: str | None = None,
+    server: str | Client | None = None,
     threads: int = 0,
+    engine: str = "local",
     console: Console | None = None,
     show_progress: bool = False,
     on_commit: Callable[[int], None] | None = None,
@@ -59,13 +64,21 @@ def regrade(
 
     Memory is bounded by a few chunks whatever the input size. Chunks are committed as they
     finish, so an interrupted run continues with resume=True without regrading or duplicating
-    a trace; `out` appears atomically once every trace is graded.
+    a trace; `out` appears atomically once every trace is graded. `server` grades on a
+    running server: an address, or a trajgrade.client.Client for TLS, a token or other
+    options (the caller closes it). engine="ray" grades on Ray
+    (trajgrade.regrade.ray: RAY_ADDRESS or a local Ray; `threads` per worker, 0 = 1) with
+    the same rows, commits and resume positions; it reads native JSONL and Parquet only.
     """
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
     fmt = output_format(out)
     files = resolve_inputs(inputs, format)
     payload = suite_bytes(suite)
+    if engine not in ("local", "ray"):
+        raise ValueError(f"unknown engine {engine!r}; expected local or ray")
+    if engine == "ray" and server is not None:
+        raise ValueError("the Ray engine grades in its workers; it takes no server")
     backend: Backend
     if server is not None:
         from trajgrade.regrade.server import ServerBackend  # noqa: PLC0415
@@ -87,15 +100,31 @@ def regrade(
         backend.close()
         assert state.summary is not None
         return state.summary
-    summary = run_pipeline(
-        files,
-        backend,
-        state,
-        chunk_size=chunk_size,
-        console=console or Console(stderr=True),
-        show_progress=show_progress,
-        on_commit=on_commit,
-    )
+    if engine == "ray":
+        from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415  (optional dependency)
+
+        backend.close()
+        ray_engine.init()
+        summary = ray_engine.run(
+            files,
+            payload,
+            state,
+            chunk_size=chunk_size,
+            threads=threads or 1,
+            console=console or Console(stderr=True),
+            show_progress=show_progress,
+            on_commit=on_commit,
+        )
+    else:
+        summary = run_pipeline(
+            files,
+            backend,
+            state,
+            chunk_size=chunk_size,
+            console=console or Console(stderr=True),
+            show_progress=show_progress,
+            on_commit=on_commit,
+        )
     state.summary = summary
     state.finish()
     return summary

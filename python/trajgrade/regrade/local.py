@@ -11,7 +11,7 @@ from trajgrade._core import BlockMark, JsonlBlock
 from trajgrade.regrade.arrowcols import Buffers
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.output import failure_row, jsonl_line, outcome_row
-from trajgrade.regrade.source import Chunk, ReadFailure
+from trajgrade.regrade.source import ArrowChunk, Chunk, Graded, LinesChunk, ReadFailure
 from trajgrade.regrade.summary import DEFAULT_FAILURE_SAMPLE
 from trajgrade.regrade.tracejson import TraceJsonError, peek_trace_id, trace_bytes
 
@@ -39,44 +39,34 @@ class LocalBackend:
         self.max_failing = DEFAULT_FAILURE_SAMPLE
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-        """Each chunk with its outcomes (or, for raw chunks, its rows) filled in, in order."""
+        """Each chunk with its outcomes (or, for raw chunks, what the core made of it) filled
+        in, in order."""
         for chunk in chunks:
-            if chunk.raw:
-                self._grade_raw(chunk)
-                yield chunk
-                continue
-            traces = [item for item in chunk.items if isinstance(item, bytes)]
-            chunk.outcomes = self._suite.grade_batch(traces) if traces else []
+            if isinstance(chunk, LinesChunk):
+                chunk.graded = self.grade_jsonl(
+                    chunk.block, chunk.start, chunk.stop, chunk.field_of
+                )
+            elif isinstance(chunk, ArrowChunk):
+                chunk.graded = self.grade_arrow(chunk.batch, chunk.columns, chunk.field_of)
+            else:
+                traces = [item for item in chunk.items if isinstance(item, bytes)]
+                chunk.outcomes = self._suite.grade_batch(traces) if traces else []
             yield chunk
-
-    def _grade_raw(self, chunk: Chunk) -> None:
-        """A raw chunk (block or Arrow batch) in one core call: rows, counts, fixed rows."""
-        if chunk.block is not None:
-            chunk.graded, rows, chunk.fixed = self.grade_jsonl(
-                chunk.block, chunk.start, chunk.stop, lambda m: chunk.where(m.item, m.line)
-            )
-        else:
-            assert chunk.arrow_columns is not None
-            chunk.graded, rows, chunk.fixed = self.grade_arrow(
-                chunk.batch, chunk.arrow_columns, lambda m: chunk.where(m.item)
-            )
-        chunk.rows = [rows]
 
     def grade_jsonl(
         self, data: bytes, start: int, stop: int, where: Callable[[BlockMark], str]
-    ) -> tuple[JsonlBlock, bytes, dict[int, bytes]]:
+    ) -> Graded:
         """The whole JSON lines data[start:stop] in one core call: the core's block, its rows
         with the error rows rewritten by _fixed_row (`where(mark)` naming the line), and those
         rewritten rows by item."""
         graded = self._grader.grade_jsonl_block(self._suite, data, start, stop, self.max_failing)
-        rows, fixed = self._rewrite_errors(
+        return self._rewrite_errors(
             graded, lambda mark: data[start + mark.text_start : start + mark.text_end], where
         )
-        return graded, rows, fixed
 
     def grade_arrow(
         self, batch: Any, columns: dict[str, Buffers], where: Callable[[BlockMark], str]
-    ) -> tuple[JsonlBlock, bytes, dict[int, bytes]]:
+    ) -> Graded:
         """As grade_jsonl for a Parquet batch read from its Arrow buffers (arrowcols); error
         rows are rewritten from the batch's JSON lines (arrowjson), as the other path reads
         them."""
@@ -92,15 +82,14 @@ class LocalBackend:
                 lines.extend(batch_lines)
             return lines[mark.item]
 
-        rows, fixed = self._rewrite_errors(graded, line_of, where)
-        return graded, rows, fixed
+        return self._rewrite_errors(graded, line_of, where)
 
     def _rewrite_errors(
         self,
         graded: JsonlBlock,
         line_of: Callable[[BlockMark], bytes],
         where: Callable[[BlockMark], str],
-    ) -> tuple[bytes, dict[int, bytes]]:
+    ) -> Graded:
         rows, fixed = graded.rows, {}
         errors = [mark for mark in graded.marks if mark.error]
         if errors:
@@ -111,7 +100,7 @@ class LocalBackend:
                 done = mark.row_end
             pieces.append(rows[done:])
             rows = b"".join(pieces)
-        return rows, fixed
+        return Graded(graded, rows, fixed)
 
     def _fixed_row(self, line: bytes, where: str) -> bytes:
         """The (rare) row of a line the core could not grade, as documented: the line decoded

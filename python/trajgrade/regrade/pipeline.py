@@ -24,7 +24,14 @@ from rich.text import Text
 from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import Row, failure_row, outcome_row
 from trajgrade.regrade.resume import RunState
-from trajgrade.regrade.source import Chunk, InputFile, Position, ReadFailure, read_chunks
+from trajgrade.regrade.source import (
+    Chunk,
+    InputFile,
+    ItemsChunk,
+    Position,
+    ReadFailure,
+    read_chunks,
+)
 from trajgrade.regrade.summary import Summary
 
 # Chunks waiting between stages. With the stage that holds one, memory is about
@@ -95,7 +102,7 @@ def _drain(source: queue.Queue[T | _Failed | _Done], stop: threading.Event) -> I
         yield item
 
 
-def chunk_rows(chunk: Chunk, suite_id: str) -> list[Row]:
+def chunk_rows(chunk: ItemsChunk, suite_id: str) -> list[Row]:
     """A graded chunk's rows, in input order (read failures keep their place)."""
     outcomes = iter(chunk.outcomes)
     return [
@@ -120,7 +127,7 @@ class _TracesPerSecond(ProgressColumn):
         return Text(f"{traces:,} traces  {rate:,.0f}/s", style="cyan")
 
 
-def _progress(console: Console, enabled: bool) -> Progress:
+def _progress_bar(console: Console, enabled: bool) -> Progress:
     return Progress(
         TextColumn("[bold]regrade"),
         BarColumn(),
@@ -140,6 +147,46 @@ def _done_bytes(files: Sequence[InputFile], position: Position) -> int:
     if position.file < len(files) and files[position.file].format == "jsonl":
         done += position.offset
     return done
+
+
+class RunProgress:
+    """A run's progress bar (off unless enabled): input bytes done of all (when every input's
+    size says how far it is), traces, traces/s, ETA; the summary gives the traces."""
+
+    def __init__(
+        self,
+        console: Console,
+        enabled: bool,
+        files: Sequence[InputFile],
+        position: Position,
+        summary: Summary,
+    ) -> None:
+        self._summary = summary
+        self._total = sum(f.size for f in files) if all(f.format != "auto" for f in files) else None
+        self._bar = _progress_bar(console, enabled)
+        self._task = self._bar.add_task(
+            "regrade",
+            total=self._total,
+            completed=_done_bytes(files, position),
+            traces=summary.traces,
+            start_traces=summary.traces,
+        )
+
+    def __enter__(self) -> RunProgress:
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._bar.stop()
+
+    def advance(self, bytes_read: int) -> None:
+        """One more chunk committed, `bytes_read` of the input."""
+        self._bar.update(self._task, advance=bytes_read, traces=self._summary.traces)
+
+    def done(self) -> None:
+        """Every input read."""
+        if self._total is not None:
+            self._bar.update(self._task, completed=self._total)
 
 
 def run_pipeline(
@@ -178,34 +225,27 @@ def run_pipeline(
         name="trajgrade-regrade-grader",
         daemon=True,
     )
-    total = sum(f.size for f in files) if all(f.format != "auto" for f in files) else None
-    with _progress(console, show_progress) as progress:
-        task = progress.add_task(
-            "regrade",
-            total=total,
-            completed=_done_bytes(files, state.position),
-            traces=summary.traces,
-            start_traces=summary.traces,
-        )
+    with RunProgress(console, show_progress, files, state.position, summary) as progress:
         reader.start()
         grader.start()
         try:
-            for chunk in _drain(graded_q, stop):
-                if chunk.graded is not None:  # a raw chunk: rows and counts from the core
-                    summary.add_block(chunk.graded, chunk.fixed)
-                    longest = max([chunk.graded.longest_row, *map(len, chunk.fixed.values())])
-                    state.commit(chunk.rows or [], chunk.end, summary, longest_row=longest)
-                    if len(summary.failures) >= summary.failure_sample:
-                        _sample_full(backend)
-                else:
+            graded_chunks: Iterator[Chunk] = _drain(graded_q, stop)
+            for chunk in graded_chunks:
+                if isinstance(chunk, ItemsChunk):
                     rows = chunk_rows(chunk, backend.suite_id)
                     summary.add(rows)
                     state.commit(rows, chunk.end, summary)
-                progress.update(task, advance=chunk.bytes_read, traces=summary.traces)
+                else:  # a raw chunk: rows and counts from the core
+                    assert chunk.graded is not None
+                    graded = chunk.graded
+                    summary.add_block(graded.block, graded.fixed)
+                    state.commit([graded.rows], chunk.end, summary, longest_row=graded.longest_row)
+                    if summary.sample_full:
+                        _sample_full(backend)
+                progress.advance(chunk.bytes_read)
                 if on_commit is not None:
                     on_commit(summary.traces)
-            if total is not None:
-                progress.update(task, completed=total)
+            progress.done()
         finally:
             stop.set()
             reader.join(timeout=5)

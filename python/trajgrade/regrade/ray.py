@@ -1,26 +1,33 @@
-"""The Ray engine: the same regrade as a Ray Data pipeline (read → map_batches grading → write)."""
+"""The Ray engine: the regrade as a Ray Data read of the inputs' byte ranges and row groups
+(raysource), graded in the workers, committed by the driver in input order as they arrive."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from trajgrade import _core
-from trajgrade.regrade import arrowcols
-from trajgrade.regrade.arrowjson import json_lines
-from trajgrade.regrade.local import LocalBackend
+from rich.console import Console
+
 from trajgrade.regrade.output import (
-    arrow_schema,
     arrow_table,
     arrow_table_from_jsonl,
     failure_row,
-    jsonl_line,
     outcome_row,
-    output_format,
 )
-from trajgrade.regrade.source import ReadFailure, resolve_inputs
+from trajgrade.regrade.pipeline import RunProgress
+from trajgrade.regrade.raysource import (
+    TraceFileDatasource,
+    add_record,
+    backend,
+    plan,
+    record_schema,
+)
+from trajgrade.regrade.resume import RunState
+from trajgrade.regrade.source import InputFile, Position, ReadFailure, resolve_inputs
 from trajgrade.regrade.summary import Summary
 from trajgrade.regrade.tracejson import (
     TraceJsonError,
@@ -33,22 +40,119 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import ray.data
 
-# One grader and compiled suite per worker process (the local engine's backend), built on first
-# use (never pickled: a rayon pool does not survive being shipped to another process).
-_BACKENDS: dict[tuple[bytes, int], LocalBackend] = {}
+# Ray's own loggers, quiet (warnings and errors only) unless verbose.
+_RAY_LOGGERS = ("ray", "ray.data")
+_PROGRESS_LOGGER = "ray.data._internal.progress"
+_configured: list[bool] = []  # init() has set the logs and the data context up
 
 
-def _backend(suite_bytes: bytes, threads: int) -> LocalBackend:
-    key = (suite_bytes, threads)
-    backend = _BACKENDS.get(key)
-    if backend is None:
-        backend = _BACKENDS[key] = LocalBackend(suite_bytes, threads=threads)
-        backend.max_failing = 0  # the driver's summary counts the rows
-    return backend
+def init(*, verbose: bool = False) -> float:
+    """Connect to the cluster at RAY_ADDRESS, or start a local Ray, unless connected already;
+    Ray's INFO logs, worker output and progress bars only when verbose (the first call in a
+    process decides). The seconds it took."""
+    import ray  # noqa: PLC0415
+    import ray.data  # noqa: PLC0415
+
+    began = time.perf_counter()
+    if _configured and ray.is_initialized():
+        return 0.0
+    _configured.append(verbose)
+    level = logging.INFO if verbose else logging.WARNING
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS") or None
+        # A local instance takes no dashboard (a cluster's own settings are not ours to pass).
+        extra: dict[str, Any] = {} if address else {"include_dashboard": False}
+        ray.init(address=address, log_to_driver=verbose, logging_level=level, **extra)
+    for name in _RAY_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+    # Ray Data warns once that its progress bars are off, which is what quiet asked for.
+    logging.getLogger(_PROGRESS_LOGGER).setLevel(level if verbose else logging.ERROR)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = verbose
+    context.print_on_execution_start = verbose
+    context.enable_auto_log_stats = verbose
+    context.execution_options.preserve_order = True  # rows are committed in input order
+    return time.perf_counter() - began
 
 
-def _compiled(suite_bytes: bytes, threads: int) -> _core.CompiledSuite:
-    return _backend(suite_bytes, threads).suite
+def read_results(
+    files: Sequence[InputFile],
+    suite_bytes: bytes,
+    *,
+    chunk_size: int,
+    threads: int = 1,
+    start: Position | None = None,
+) -> ray.data.Dataset:
+    """The graded chunks of the inputs from `start`, one row each (raysource._record): the
+    workers read their byte range or row group and grade it with the core's block path."""
+    import ray.data  # noqa: PLC0415
+
+    spans = plan(files, chunk_size, start or Position())
+    if not spans:  # nothing left to read (Ray wants at least one read task)
+        empty: ray.data.Dataset = ray.data.from_arrow(record_schema().empty_table())
+        return empty
+    source = TraceFileDatasource(files, spans, suite_bytes, chunk_size=chunk_size, threads=threads)
+    dataset: ray.data.Dataset = ray.data.read_datasource(
+        source, num_cpus=threads, override_num_blocks=len(spans)
+    )
+    return dataset
+
+
+def run(
+    files: Sequence[InputFile],
+    suite_bytes: bytes,
+    state: RunState,
+    *,
+    chunk_size: int,
+    threads: int,
+    console: Console,
+    show_progress: bool,
+    on_commit: Callable[[int], None] | None = None,
+) -> Summary:
+    """Grade and commit every chunk after the state's position on Ray (the pipeline of the
+    local engine, with the workers' chunks in place of the grading thread's)."""
+    summary = state.summary or Summary(suite_id=backend(suite_bytes, threads).suite_id)
+    results = read_results(
+        files, suite_bytes, chunk_size=chunk_size, threads=threads, start=state.position
+    )
+    with RunProgress(console, show_progress, files, state.position, summary) as progress:
+        for batch in _batches(results):
+            for record in batch.to_pylist():
+                add_record(summary, record)
+                position = Position(record["file"], record["offset"], record["traces"])
+                state.commit([record["rows"]], position, summary, longest_row=record["longest_row"])
+                progress.advance(record["bytes_read"])
+                if on_commit is not None:
+                    on_commit(summary.traces)
+        progress.done()
+    return summary
+
+
+def _batches(ds: ray.data.Dataset) -> Iterator[pa.Table]:
+    """The dataset's blocks as Arrow tables, in order (preserve_order is set)."""
+    batches: Any = ds.iter_batches(batch_format="pyarrow", batch_size=None)
+    return cast(Iterator["pa.Table"], batches)
+
+
+def _rows_table(batch: pa.Table) -> pa.Table:
+    """Graded chunks (read_results) → their result rows, the stable schema plus `jsonl`."""
+    return _with_jsonl(b"".join(batch.column("rows").to_pylist()))
+
+
+def grade_files(
+    paths: Sequence[str],
+    suite_bytes: bytes,
+    *,
+    format: str = "auto",
+    batch_size: int = 2048,
+    threads: int = 1,
+) -> ray.data.Dataset:
+    """Result rows for native JSONL or Parquet files, plus a `jsonl` column (each row's JSONL
+    bytes, as the local engine writes it), in input order: read_results, row by row."""
+    results = read_results(
+        resolve_inputs(paths, format), suite_bytes, chunk_size=batch_size, threads=threads
+    )
+    return results.map_batches(_rows_table, batch_format="pyarrow", batch_size=None)
 
 
 def _with_jsonl(rows: bytes) -> pa.Table:
@@ -58,36 +162,6 @@ def _with_jsonl(rows: bytes) -> pa.Table:
     lines = rows.splitlines(keepends=True)
     table = arrow_table_from_jsonl(rows, max(map(len, lines), default=0))
     return table.append_column("jsonl", pa.array(lines, pa.binary()))
-
-
-def _grade_text(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
-    """JSONL lines (read_text) → result rows: the lines as one block through the core
-    (grade_jsonl_block), as the local engine grades them; error rows name the file."""
-    texts = batch.column("text").to_pylist()
-    paths = batch.column("path").to_pylist() if "path" in batch.column_names else None
-    block = ("\n".join(texts) + "\n").encode() if texts else b""
-    _, rows, _ = _backend(suite_bytes, threads).grade_jsonl(
-        block, 0, len(block), lambda mark: Path(paths[mark.line]).name if paths else "input"
-    )
-    return _with_jsonl(rows)
-
-
-def _grade_rows(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
-    """Parquet trace rows → result rows: from their Arrow buffers in the core when the layout
-    allows (arrowcols), else as JSON lines (arrowjson), else decoded row by row."""
-    backend = _backend(suite_bytes, threads)
-    record = batch.combine_chunks().to_batches()
-    columns = arrowcols.columns(record[0]) if len(record) == 1 else None
-    if columns is not None:
-        _, rows, _ = backend.grade_arrow(record[0], columns, lambda mark: "input")
-        return _with_jsonl(rows)
-    lines = json_lines(record[0]) if len(record) == 1 else None
-    if lines is not None:
-        block = b"\n".join(lines) + b"\n"
-        _, rows, _ = backend.grade_jsonl(block, 0, len(block), lambda mark: "input")
-        return _with_jsonl(rows)
-    rows = b"".join(map(jsonl_line, _grade(_decode_rows(batch), suite_bytes, threads).to_pylist()))
-    return _with_jsonl(rows)
 
 
 def _decode_text(batch: pa.Table) -> pa.Table:
@@ -143,7 +217,7 @@ def _decoded(
 
 def _grade(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
     """`trace`/`failure` columns → result rows with the stable schema (outputs.arrow_schema)."""
-    suite = _compiled(suite_bytes, threads)
+    suite = backend(suite_bytes, threads).suite
     traces = batch.column("trace").to_pylist()
     failures = batch.column("failure").to_pylist()
     outcomes = iter(suite.grade_batch([t for t in traces if t is not None]))
@@ -174,37 +248,6 @@ def read_traces(paths: Sequence[str], format: str = "auto") -> ray.data.Dataset:
     )
 
 
-def grade_files(
-    paths: Sequence[str],
-    suite_bytes: bytes,
-    *,
-    format: str = "auto",
-    batch_size: int = 2048,
-    threads: int = 1,
-) -> ray.data.Dataset:
-    """Result rows for native JSONL or Parquet files, plus a `jsonl` column (each row's JSONL
-    bytes, as the local engine writes it): each batch is read and graded in one step by the
-    core in the workers (the local engine's block path), no decoding in Python."""
-    import ray.data  # noqa: PLC0415
-
-    files = resolve_inputs(paths, format)
-    kinds = {f.format for f in files}
-    fn_kwargs = {"suite_bytes": suite_bytes, "threads": threads}
-    udf: Any  # Ray's stubs do not model fn_kwargs-taking UDFs
-    if kinds == {"jsonl"}:
-        ds = ray.data.read_text([f.path for f in files], include_paths=True)
-        udf = _grade_text
-    elif kinds == {"parquet"}:
-        ds = ray.data.read_parquet([f.path for f in files])
-        udf = _grade_rows
-    else:
-        raise ValueError(
-            "the Ray engine reads native JSONL or Parquet (one format per run); "
-            "convert other formats with the local engine first"
-        )
-    return ds.map_batches(udf, batch_format="pyarrow", batch_size=batch_size, fn_kwargs=fn_kwargs)
-
-
 def grade_dataset(
     traces: ray.data.Dataset, suite_bytes: bytes, *, batch_size: int = 2048, threads: int = 1
 ) -> ray.data.Dataset:
@@ -218,20 +261,6 @@ def grade_dataset(
     )
 
 
-def _batches(ds: ray.data.Dataset) -> Iterator[pa.Table]:
-    """The dataset's blocks as Arrow tables, in order (preserve_order is set)."""
-    batches: Any = ds.iter_batches(batch_format="pyarrow", batch_size=None)
-    return cast(Iterator["pa.Table"], batches)
-
-
-def _init() -> None:
-    import ray  # noqa: PLC0415
-
-    if not ray.is_initialized():
-        # RAY_ADDRESS (when set) points at a cluster; otherwise a local instance starts.
-        ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
-
-
 def regrade(
     inputs: Sequence[str],
     suite_bytes: bytes,
@@ -240,47 +269,35 @@ def regrade(
     format: str = "auto",
     batch_size: int = 2048,
     threads: int = 1,
+    resume: bool = False,
+    verbose: bool = False,
+    console: Console | None = None,
+    show_progress: bool = False,
+    on_commit: Callable[[int], None] | None = None,
 ) -> Summary:
     """The Ray counterpart of trajgrade.regrade.regrade: the same rows, in input order.
 
-    `out` ending in .jsonl/.parquet is written by the driver as one file, atomically and in
-    input order (the bytes equal the local engine's for JSONL); any other `out` is a directory
-    that Ray's writers fill with Parquet files in parallel.
+    `out` ending in .jsonl/.parquet is committed chunk by chunk as the workers finish them,
+    exactly as the local engine does (resumable, by either engine, and put in place
+    atomically at the end); any other `out` is a directory that Ray's writers fill with
+    Parquet files in parallel (not resumable).
     """
-    import pyarrow.parquet as pq  # noqa: PLC0415
-    import ray.data  # noqa: PLC0415
+    from trajgrade import regrade as api  # noqa: PLC0415
 
-    _init()
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    init(verbose=verbose)
+    if Path(out).suffix.lower() in {".jsonl", ".ndjson", ".parquet", ".pq"}:
+        return api.regrade(
+            inputs, suite_bytes, out, format=format, chunk_size=batch_size, resume=resume,
+            threads=threads, engine="ray", console=console, show_progress=show_progress,
+            on_commit=on_commit,
+        )  # fmt: skip
     results = grade_files(
         inputs, suite_bytes, format=format, batch_size=batch_size, threads=threads
     )
-    suite_id = _compiled(suite_bytes, threads).suite_id
-    summary = Summary(suite_id=suite_id)
-    try:
-        fmt = output_format(out)
-    except ValueError:
-        results.drop_columns(["jsonl"]).write_parquet(out)
-        for batch in _batches(ray.data.read_parquet(out)):
-            summary.add_table(batch)
-        return summary
-    target = Path(out).absolute()
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        if fmt == "jsonl":
-            with tmp.open("wb") as handle:
-                for batch in _batches(results):
-                    summary.add_table(batch)
-                    handle.write(b"".join(batch.column("jsonl").to_pylist()))
-                handle.flush()
-                os.fsync(handle.fileno())
-        else:
-            with pq.ParquetWriter(tmp, arrow_schema()) as writer:
-                for batch in _batches(results):
-                    rows = batch.drop_columns(["jsonl"])
-                    summary.add_table(rows)
-                    writer.write_table(rows.cast(arrow_schema()))
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    results.drop_columns(["jsonl"]).write_parquet(out)
+    import ray.data  # noqa: PLC0415
+
+    summary = Summary(suite_id=backend(suite_bytes, threads).suite_id)
+    for batch in _batches(ray.data.read_parquet(out)):
+        summary.add_table(batch)
     return summary

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 from trajgrade import _core
 from trajgrade.regrade import arrowcols
@@ -18,6 +18,9 @@ from trajgrade.regrade.tracejson import (
     trace_bytes,
     trace_bytes_from_dict,
 )
+
+if TYPE_CHECKING:
+    from trajgrade._core import BlockMark, JsonlBlock
 
 FORMATS = ("auto", "jsonl", "parquet", "otlp", "openai", "anthropic")
 # Bytes of native JSONL read at a time for the core's block grading (a line longer than this
@@ -56,52 +59,93 @@ class Position:
         return cls(raw["file"], raw["offset"], raw["traces"])
 
 
-@dataclass
-class Chunk:
-    """Consecutive input records in input order and the position just after the last one."""
+@dataclass(kw_only=True)
+class ItemsChunk:
+    """Consecutive input records as serialized Traces (read failures in place), for
+    CompiledSuite.grade_batch; the grading stage fills `outcomes`, one TraceOutcome a trace."""
 
     items: list[bytes | ReadFailure]
-    end: Position
+    end: Position  # the position just after the last record
     bytes_read: int = 0
-    index: int = 0
-    # Filled in by the grading stage: one TraceOutcome (bytes) per item.
     outcomes: list[bytes] = field(default_factory=list)
-    # Raw input (read_chunks(raw_input=True)) that the core reads itself, `count` traces and
-    # no items: native JSONL (or Parquet rows as JSON lines, arrowjson) as the whole lines
-    # block[start:stop], or a Parquet record batch with its Arrow buffers (arrowcols).
-    # first_line is the line (unit "line") or row (unit "row") number of the first one, 0
-    # when unknown (after a JSONL resume). The grading stage fills `rows` with one bytes of
-    # every JSONL result row (docs/regrade.md), `graded` with the core's JsonlBlock (counts
-    # and marks) and `fixed` with the rewritten row of each error row, by item.
-    source: str = ""
-    unit: str = "line"
-    first_line: int = 0
-    count: int = 0
-    block: bytes | None = None
-    start: int = 0
-    stop: int = 0
-    batch: Any = None
-    arrow_columns: dict[str, arrowcols.Buffers] | None = None
-    rows: list[bytes] | None = None
-    graded: Any = None
-    fixed: dict[int, bytes] = field(default_factory=dict)
-
-    @property
-    def raw(self) -> bool:
-        """Raw input for the core (a block or an Arrow batch), not items."""
-        return self.block is not None or self.arrow_columns is not None
 
     @property
     def traces(self) -> int:
         """Traces (and read failures) in this chunk."""
-        return self.count if self.raw else len(self.items)
+        return len(self.items)
+
+
+@dataclass(frozen=True)
+class Graded:
+    """What the core made of a raw chunk: its block (counts and marks, JsonlBlock), every row
+    as JSONL bytes with the error rows rewritten, and those rewritten rows by item."""
+
+    block: JsonlBlock
+    rows: bytes
+    fixed: dict[int, bytes]
+
+    @property
+    def longest_row(self) -> int:
+        """The longest row's length in bytes."""
+        return max([self.block.longest_row, *map(len, self.fixed.values())])
+
+
+@dataclass(kw_only=True)
+class RawChunk:
+    """Consecutive input records that the core reads itself, `count` traces of `source`;
+    first_line is the line (unit "line") or row (unit "row") number of the first one, 0 when
+    unknown (after a JSONL resume). The grading stage fills `graded`."""
+
+    end: Position  # the position just after the last record
+    bytes_read: int = 0
+    source: str
+    unit: str = "line"
+    first_line: int
+    count: int
+    graded: Graded | None = None
+
+    @property
+    def traces(self) -> int:
+        """Traces (and undecodable records) in this chunk."""
+        return self.count
 
     def where(self, i: int, line: int | None = None) -> str:
-        """The error `field` of raw item i (at line index `line` of a block, which counts
-        blank lines): `file:line N` / `file:row N`, or `file:trace N` after a JSONL resume."""
+        """The error `field` of item i (at line index `line` of a block, which counts blank
+        lines): `file:line N` / `file:row N`, or `file:trace N` after a JSONL resume."""
         if self.first_line > 0:
             return f"{self.source}:{self.unit} {self.first_line + (i if line is None else line)}"
         return f"{self.source}:trace {self.end.traces - self.traces + i + 1}"
+
+
+@dataclass(kw_only=True)
+class LinesChunk(RawChunk):
+    """The whole JSON lines block[start:stop] (native JSONL, or Parquet rows as JSON lines:
+    arrowjson) for Grader.grade_jsonl_block."""
+
+    block: bytes
+    start: int = 0
+    stop: int
+
+    def field_of(self, mark: BlockMark) -> str:
+        """The error `field` of a marked line (its line counts the blank lines before it)."""
+        return self.where(mark.item, mark.line)
+
+
+@dataclass(kw_only=True)
+class ArrowChunk(RawChunk):
+    """A Parquet record batch in the native schema with its Arrow buffers (arrowcols), for
+    Grader.grade_arrow_block."""
+
+    unit: str = "row"
+    batch: Any
+    columns: dict[str, arrowcols.Buffers]
+
+    def field_of(self, mark: BlockMark) -> str:
+        """The error `field` of a marked row."""
+        return self.where(mark.item)
+
+
+Chunk: TypeAlias = ItemsChunk | LinesChunk | ArrowChunk
 
 
 @dataclass(frozen=True)
@@ -201,19 +245,29 @@ def _jsonl_blocks(
 
 def _jsonl_block_chunks(
     file: InputFile, index: int, offset: int, chunk_size: int, traces: int
-) -> Iterator[Chunk]:
-    """The block chunks (Chunk.block) of native JSONL file `index`, from `offset` on."""
+) -> Iterator[LinesChunk]:
+    """The block chunks of native JSONL file `index`, from `offset` on."""
     name = Path(file.path).name
     line = 0 if offset == 0 else -1  # line numbers are exact only from the start
     for block, first, stop, count, lines in _jsonl_blocks(file, offset, chunk_size):
         traces += count
         offset += stop - first
-        yield Chunk(
-            [], Position(index, offset, traces), stop - first, source=name, count=count,
-            first_line=max(line + 1, 0), block=block, start=first, stop=stop,
+        yield LinesChunk(
+            end=Position(index, offset, traces), bytes_read=stop - first, source=name,
+            count=count, first_line=max(line + 1, 0), block=block, start=first, stop=stop,
         )  # fmt: skip
         if line >= 0:
             line += lines
+
+
+def jsonl_chunk_spans(
+    file: InputFile, offset: int, chunk_size: int
+) -> Iterator[tuple[int, int, int, int]]:
+    """(start, stop, traces, first line) of each chunk of a native JSONL file from `offset`,
+    as the local engine cuts them (read_chunks with raw_input), in file bytes; first line is 0
+    when unknown (after a resume mid-file)."""
+    for chunk in _jsonl_block_chunks(file, 0, offset, chunk_size, 0):
+        yield chunk.end.offset - chunk.bytes_read, chunk.end.offset, chunk.count, chunk.first_line
 
 
 def _jsonl(
@@ -276,24 +330,40 @@ def _batches(
         reader.close()
 
 
+def row_groups(meta: Any, offset: int, stop: int | None) -> tuple[list[int], int]:
+    """The row groups holding rows `offset` to `stop - 1` (None: to the end) and the first
+    row of the first one (the rows before `offset` in it are dropped by the reader)."""
+    groups: list[int] = []
+    row, start = 0, 0
+    for group in range(meta.num_row_groups):
+        rows = meta.row_group(group).num_rows
+        if row + rows > offset and (stop is None or row < stop):
+            if not groups:
+                start = row
+            groups.append(group)
+        row += rows
+    return groups, start
+
+
 def _parquet(
-    file: InputFile, offset: int, chunk_size: int, raw_input: bool = False
-) -> Iterator[tuple[list[bytes | ReadFailure], int, int, dict[str, Any] | None]]:
-    """(items, end row, bytes read, raw) per chunk of a Parquet file with one row per trace;
-    raw (with raw_input, for layouts the core reads) is the raw Chunk's fields: the batch and
-    its arrowcols buffers, or its rows as a block of JSON lines (arrowjson); else None."""
+    file: InputFile,
+    index: int,
+    start: Position,
+    chunk_size: int,
+    *,
+    raw_input: bool,
+    stop: int | None,
+) -> Iterator[Chunk]:
+    """The chunks of Parquet file `index` (one row per trace) from row `start.offset` to the end
+    of the row group holding row `stop - 1` (None: the file's end). With raw_input, batches in
+    a layout the core reads are raw chunks: from their Arrow buffers (arrowcols), or their rows
+    as a block of JSON lines (arrowjson)."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
     meta = parquet.metadata
-    # Start at the row group holding `offset`, then drop the rows before it.
-    first_group, row = 0, 0
-    while (
-        first_group < meta.num_row_groups and row + meta.row_group(first_group).num_rows <= offset
-    ):
-        row += meta.row_group(first_group).num_rows
-        first_group += 1
-    groups = list(range(first_group, meta.num_row_groups))
+    offset, traces, name = start.offset, start.traces, Path(file.path).name
+    groups, row = row_groups(meta, offset, stop)
     if not groups:
         return
     per_row = file.size / max(meta.num_rows, 1)
@@ -306,34 +376,41 @@ def _parquet(
         skip = max(offset - row, 0)
         part = batch.slice(skip)
         row += skip
-        items: list[bytes | ReadFailure] = []
-        raw: dict[str, Any] | None = None
-        if raw_input and not binary:
-            buffers = arrowcols.columns(part)
-            if buffers is not None:
-                raw = {"batch": part, "arrow_columns": buffers}
-            elif (lines := json_lines(part)) is not None:
-                block = b"\n".join(lines) + b"\n"  # a JSON line holds no raw newline
-                raw = {"block": block, "stop": len(block)}
-        if raw is not None:
-            row += part.num_rows
-            yield [], row, int(part.num_rows * per_row), raw
-            continue
-        if binary:
-            items.extend(
-                value if value is not None else b"" for value in part.column(0).to_pylist()
-            )
-        else:
-            for number, record in enumerate(part.to_pylist(), start=row + 1):
-                try:
-                    items.append(trace_bytes_from_dict(_parquet_row(record)))
-                except TraceJsonError as exc:
-                    trace_id = record.get("id") if isinstance(record.get("id"), str) else ""
-                    items.append(
-                        ReadFailure(trace_id, f"{Path(file.path).name}:row {number}", str(exc))
-                    )
+        read, first = int(part.num_rows * per_row), row + 1
         row += part.num_rows
-        yield items, row, int(part.num_rows * per_row), None
+        end = Position(index, row, traces + row - start.offset)
+        buffers = arrowcols.columns(part) if raw_input and not binary else None
+        lines = json_lines(part) if raw_input and not binary and buffers is None else None
+        if buffers is not None:
+            yield ArrowChunk(
+                end=end, bytes_read=read, source=name, first_line=first, count=part.num_rows,
+                batch=part, columns=buffers,
+            )  # fmt: skip
+        elif lines is not None:
+            block = b"\n".join(lines) + b"\n"  # a JSON line holds no raw newline
+            yield LinesChunk(
+                end=end, bytes_read=read, source=name, unit="row", first_line=first,
+                count=part.num_rows, block=block, stop=len(block),
+            )  # fmt: skip
+        elif binary:
+            items: list[bytes | ReadFailure] = [
+                value if value is not None else b"" for value in part.column(0).to_pylist()
+            ]
+            yield ItemsChunk(items=items, end=end, bytes_read=read)
+        else:
+            yield ItemsChunk(items=_parquet_items(part, name, first), end=end, bytes_read=read)
+
+
+def _parquet_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
+    """A batch in a layout the core does not read, decoded row by row (row `first` on)."""
+    items: list[bytes | ReadFailure] = []
+    for number, record in enumerate(part.to_pylist(), start=first):
+        try:
+            items.append(trace_bytes_from_dict(_parquet_row(record)))
+        except TraceJsonError as exc:
+            trace_id = record.get("id") if isinstance(record.get("id"), str) else ""
+            items.append(ReadFailure(trace_id, f"{name}:row {number}", str(exc)))
+    return items
 
 
 def _imported(
@@ -360,6 +437,34 @@ def _imported(
         yield items, count, 0
 
 
+def file_chunks(
+    files: Sequence[InputFile],
+    index: int,
+    chunk_size: int,
+    start: Position,
+    *,
+    raw_input: bool = False,
+    stop: int | None = None,
+) -> Iterator[Chunk]:
+    """The chunks of input `index` from `start` (its offset and the run's traces before it):
+    read_chunks for one file. `stop` (Parquet only) ends it with the row group holding row
+    `stop - 1`."""
+    file, traces, offset = files[index], start.traces, start.offset
+    if file.format == "jsonl" and raw_input:
+        yield from _jsonl_block_chunks(file, index, offset, chunk_size, traces)
+        return
+    if file.format == "parquet":
+        yield from _parquet(file, index, start, chunk_size, raw_input=raw_input, stop=stop)
+        return
+    if file.format == "jsonl":
+        parts = _jsonl(file, index, offset, chunk_size, traces)
+    else:
+        parts = _imported(file, offset, chunk_size)
+    for items, end, read in parts:
+        traces += len(items)
+        yield ItemsChunk(items=items, end=Position(index, end, traces), bytes_read=read)
+
+
 def read_chunks(
     files: Sequence[InputFile],
     chunk_size: int,
@@ -370,37 +475,15 @@ def read_chunks(
     """Every input record in order, in chunks of at most chunk_size, starting after `start`.
 
     With raw_input, native JSONL and Parquet in a layout the core reads come as raw chunks
-    (Chunk.raw) for a backend that grades them in the core (Grader.grade_jsonl_block,
+    (RawChunk) for a backend that grades them in the core (Grader.grade_jsonl_block,
     grade_arrow_block); everything else as items of serialized Traces.
     """
-    start = start or Position()
-    traces = start.traces
-    for index in range(start.file, len(files)):
-        file = files[index]
-        offset = start.offset if index == start.file else 0
-        if file.format == "jsonl" and raw_input:
-            for chunk in _jsonl_block_chunks(file, index, offset, chunk_size, traces):
-                traces = chunk.end.traces
-                yield chunk
-            continue
-        if file.format == "jsonl":
-            parts = _jsonl(file, index, offset, chunk_size, traces)
-        elif file.format == "parquet":
-            name, row = Path(file.path).name, offset
-            for items, end, read, raw in _parquet(file, offset, chunk_size, raw_input):
-                if raw is None:
-                    traces += len(items)
-                    yield Chunk(items, Position(index, end, traces), read)
-                else:
-                    traces += end - row
-                    yield Chunk(
-                        [], Position(index, end, traces), read, source=name, unit="row",
-                        first_line=row + 1, count=end - row, **raw,
-                    )  # fmt: skip
-                row = end
-            continue
-        else:
-            parts = _imported(file, offset, chunk_size)
-        for items, end, read in parts:
-            traces += len(items)
-            yield Chunk(items, Position(index, end, traces), read)
+    position = start or Position()
+    for index in range(position.file, len(files)):
+        offset = position.offset if index == position.file else 0
+        for chunk in file_chunks(
+            files, index, chunk_size, Position(index, offset, position.traces),
+            raw_input=raw_input,
+        ):  # fmt: skip
+            position = chunk.end
+            yield chunk

@@ -97,10 +97,7 @@ class Summary:
                 errors += 1
                 self.add([row_from_json(json.loads(fixed[mark.item]))])
             elif len(self.failures) < self.failure_sample:
-                row = row_from_json(json.loads(block.rows[mark.row_start : mark.row_end]))
-                self._sample(
-                    row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"]
-                )
+                self.sample(row_from_json(json.loads(block.rows[mark.row_start : mark.row_end])))
         self.traces += block.items - errors
         self.passed += block.passed
         self.failed += block.failed
@@ -153,16 +150,48 @@ class Summary:
             if row["error"] is not None:
                 self._add_error(row)
             else:
-                self._sample(
-                    row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"]
-                )
+                self.sample(row)
+
+    def merge(self, counts: Summary) -> None:
+        """Add the counts of the rows that follow (a chunk's Summary with failure_sample=0,
+        counted elsewhere, e.g. in a Ray worker): the same counts, in the same order of first
+        appearance, as counting those rows here. Their failing rows go to sample()."""
+        self.traces += counts.traces
+        self.passed += counts.passed
+        self.failed += counts.failed
+        self.errors += counts.errors
+        self.soft_failures += counts.soft_failures
+        for name, theirs in counts.assertions.items():
+            stats = self.assertions.get(name)
+            if stats is None:
+                stats = self.assertions[name] = AssertionStats(theirs.severity)
+            stats.passed += theirs.passed
+            stats.failed += theirs.failed
+        for code, count in counts.error_codes.items():
+            self.error_codes[code] = self.error_codes.get(code, 0) + count
+
+    @property
+    def sample_full(self) -> bool:
+        """No more failing rows are taken into the sample."""
+        return len(self.failures) >= self.failure_sample
+
+    def sample(self, row: Row) -> None:
+        """Take a failing or error row (already counted, see merge) into the sample."""
+        if row["error"] is not None:
+            self._sample_error(row)
+        else:
+            self._sample(row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"])
 
     def _add_error(self, row: Row) -> None:
         self.traces += 1
         self.errors += 1
+        code = row["error"]["reason_code"]
+        self.error_codes[code] = self.error_codes.get(code, 0) + 1
+        self._sample_error(row)
+
+    def _sample_error(self, row: Row) -> None:
         error = row["error"]
         code = error["reason_code"]
-        self.error_codes[code] = self.error_codes.get(code, 0) + 1
         self._sample(
             row,
             [

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from trajgrade.regrade.output import Row, output_format, read_rows, row_from_json
-from trajgrade.regrade.source import ReadFailure, SourceError, read_chunks, resolve_inputs
+from trajgrade.regrade.source import (
+    ItemsChunk,
+    ReadFailure,
+    SourceError,
+    read_chunks,
+    resolve_inputs,
+)
 from trajgrade.v1 import trace_pb2
 
 # Failing traces listed on the page (each with its failing assertions, codes and positions).
@@ -197,6 +203,7 @@ def _attach_calls(found: FailingTraces, inputs: Sequence[str], fmt: str) -> None
     last, attached, ordinal = max(wanted), 0, 0
     try:
         for chunk in read_chunks(resolve_inputs(inputs, fmt), 512):
+            assert isinstance(chunk, ItemsChunk)  # raw_input is off
             for item in chunk.items:
                 ordinal += 1
                 trace = wanted.get(ordinal)

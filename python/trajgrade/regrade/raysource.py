@@ -1,0 +1,257 @@
+"""The Ray engine's datasource: byte ranges (JSONL) and row groups (Parquet) of the inputs,
+read and graded in the workers by the local engine's block path, one output row per chunk."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ray.data import Datasource, ReadTask
+from ray.data.block import BlockMetadata
+
+from trajgrade.regrade.local import LocalBackend
+from trajgrade.regrade.output import jsonl_line, row_from_json
+from trajgrade.regrade.pipeline import chunk_rows
+from trajgrade.regrade.source import (
+    Chunk,
+    Graded,
+    InputFile,
+    ItemsChunk,
+    LinesChunk,
+    Position,
+    file_chunks,
+    jsonl_chunk_spans,
+    row_groups,
+)
+from trajgrade.regrade.summary import Summary
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# JSONL chunks per read task. Ray merges what one task yields into one block, which reaches
+# the driver when the task ends: one chunk a task lets each chunk be committed as soon as it
+# is graded (a chunk is 2048 traces by default, far more work than Ray's cost per task).
+TASK_CHUNKS = 1
+
+
+@dataclass(frozen=True)
+class Span:
+    """One read task's share of an input: the chunks of file `index` from `start` (the
+    position before them, the run's traces included), `stop` the end (exclusive) in bytes
+    (JSONL) or rows (Parquet), and for JSONL the chunks' own (start, stop, traces, first line)
+    as the local engine cuts them, so both engines commit at the same positions."""
+
+    index: int
+    start: Position
+    stop: int
+    jsonl: tuple[tuple[int, int, int, int], ...] = ()
+
+
+def plan(files: Sequence[InputFile], chunk_size: int, position: Position) -> list[Span]:
+    """The spans of every input from `position` on (a resumed run's), in input order.
+
+    JSONL files are cut into the local engine's chunks by one pass of the core's line
+    splitter over the file (no decoding), TASK_CHUNKS chunks a span; Parquet files by row
+    group (from the metadata). Raises ValueError for other formats (the importers read a file
+    whole: convert them with the local engine first).
+    """
+    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
+
+    spans: list[Span] = []
+    traces = position.traces
+    for index in range(position.file, len(files)):
+        file = files[index]
+        offset = position.offset if index == position.file else 0
+        if file.format == "jsonl":
+            chunks = list(jsonl_chunk_spans(file, offset, chunk_size))
+            for first in range(0, len(chunks), TASK_CHUNKS):
+                task = tuple(chunks[first : first + TASK_CHUNKS])
+                spans.append(Span(index, Position(index, task[0][0], traces), task[-1][1], task))
+                traces += sum(chunk[2] for chunk in task)
+        elif file.format == "parquet":
+            meta = pq.ParquetFile(file.path).metadata
+            groups, row = row_groups(meta, offset, None)
+            for group in groups:
+                end = row + meta.row_group(group).num_rows
+                first = max(row, offset)
+                spans.append(Span(index, Position(index, first, traces), end))
+                traces, row = traces + end - first, end
+        else:
+            raise ValueError(
+                f"{file.path}: the Ray engine reads native JSONL and Parquet; convert "
+                f"{file.format!r} input with the local engine first"
+            )
+    return spans
+
+
+# One grader and compiled suite per worker process, built on first use (never pickled: a
+# rayon pool does not survive being shipped to another process).
+_BACKENDS: dict[tuple[bytes, int], LocalBackend] = {}
+
+
+def backend(suite_bytes: bytes, threads: int) -> LocalBackend:
+    """This process's LocalBackend for the suite."""
+    key = (suite_bytes, threads)
+    found = _BACKENDS.get(key)
+    if found is None:
+        found = _BACKENDS[key] = LocalBackend(suite_bytes, threads=threads)
+    return found
+
+
+def _span_chunks(files: Sequence[InputFile], span: Span, chunk_size: int) -> Iterator[Chunk]:
+    """The span's chunks, read from the file: JSONL as the planned blocks (one read of the
+    span's bytes), Parquet as the local engine reads that row group."""
+    if not span.jsonl:
+        yield from file_chunks(
+            files, span.index, chunk_size, span.start, raw_input=True, stop=span.stop
+        )
+        return
+    base = span.start.offset
+    with open(files[span.index].path, "rb", buffering=0) as handle:
+        data = os.pread(handle.fileno(), span.stop - base, base)
+    name, traces = Path(files[span.index].path).name, span.start.traces
+    for start, stop, count, first_line in span.jsonl:
+        traces += count
+        yield LinesChunk(
+            end=Position(span.index, stop, traces), bytes_read=stop - start, source=name,
+            count=count, first_line=first_line, block=data, start=start - base, stop=stop - base,
+        )  # fmt: skip
+
+
+def _sample_spans(graded: Graded) -> list[int]:
+    """Where the rows the summary may sample (error and failing rows, in order) are in the
+    graded rows, as flat (start, end) pairs: the core's marks, shifted past the rewritten
+    error rows."""
+    spans: list[int] = []
+    shift = 0
+    for mark in graded.block.marks:
+        start, length = mark.row_start + shift, mark.row_end - mark.row_start
+        if mark.error:
+            shift += len(graded.fixed[mark.item]) - length
+            length = len(graded.fixed[mark.item])
+        spans += [start, start + length]
+    return spans
+
+
+def _record(chunk: Chunk, suite_id: str) -> dict[str, Any]:
+    """A graded chunk as one output row: its rows (JSONL bytes), the position after it, its
+    counts (a Summary without sample) and where its sample candidates are."""
+    counts = Summary(suite_id=suite_id, failure_sample=0)
+    if isinstance(chunk, ItemsChunk):  # a Parquet layout the core does not read
+        dicts = chunk_rows(chunk, suite_id)
+        counts.add(dicts)
+        lines = [jsonl_line(row) for row in dicts]
+        rows, longest, spans, at = b"".join(lines), max(map(len, lines), default=0), [], 0
+        for row, line in zip(dicts, lines, strict=True):
+            if row["error"] is not None or row["verdict"] != "VERDICT_PASS":
+                spans += [at, at + len(line)]
+            at += len(line)
+    else:
+        assert chunk.graded is not None
+        counts.add_block(chunk.graded.block, chunk.graded.fixed)
+        rows, longest = chunk.graded.rows, chunk.graded.longest_row
+        spans = _sample_spans(chunk.graded)
+    return {
+        "rows": rows,
+        "longest_row": longest,
+        "file": chunk.end.file,
+        "offset": chunk.end.offset,
+        "traces": chunk.end.traces,
+        "bytes_read": chunk.bytes_read,
+        "counts": json.dumps(counts.to_json()),
+        "sample": spans,
+    }
+
+
+def record_schema() -> pa.Schema:
+    """The datasource's rows: one per graded chunk (see _record)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.schema(
+        [
+            ("rows", pa.large_binary()),
+            ("longest_row", pa.int64()),
+            ("file", pa.int64()),
+            ("offset", pa.int64()),
+            ("traces", pa.int64()),
+            ("bytes_read", pa.int64()),
+            ("counts", pa.string()),
+            ("sample", pa.list_(pa.int64())),
+        ]
+    )
+
+
+def _read_span(
+    files: Sequence[InputFile], span: Span, suite_bytes: bytes, chunk_size: int, threads: int
+) -> Iterator[pa.Table]:
+    """A read task: the span's chunks graded in this worker, one block per chunk."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    graded = backend(suite_bytes, threads)
+    for chunk in graded.grade(_span_chunks(files, span, chunk_size)):
+        yield pa.Table.from_pylist([_record(chunk, graded.suite_id)], schema=record_schema())
+
+
+class TraceFileDatasource(Datasource):
+    """The inputs of a regrade as Ray read tasks, one per span (plan()); each yields one row
+    per chunk, in input order within the span."""
+
+    def __init__(
+        self,
+        files: Sequence[InputFile],
+        spans: Sequence[Span],
+        suite_bytes: bytes,
+        *,
+        chunk_size: int,
+        threads: int,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Ray's is untyped
+        self._files = list(files)
+        self._spans = list(spans)
+        self._suite_bytes = suite_bytes
+        self._chunk_size = chunk_size
+        self._threads = threads
+
+    def get_name(self) -> str:
+        """Shown in Ray's logs and stats."""
+        return "TrajgradeTraces"
+
+    def estimate_inmemory_data_size(self) -> int:
+        """The input bytes (the rows are of the same order)."""
+        return sum(f.size for f in self._files[self._spans[0].index :]) if self._spans else 0
+
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
+    ) -> list[ReadTask]:
+        """One task per span, whatever `parallelism` asks: spans are the commit units."""
+        del parallelism, per_task_row_limit, data_context
+        tasks = []
+        for span in self._spans:
+            read: Any = functools.partial(
+                _read_span, self._files, span, self._suite_bytes, self._chunk_size,
+                self._threads,
+            )  # fmt: skip
+            metadata = BlockMetadata(
+                num_rows=None,
+                size_bytes=None,
+                exec_stats=None,
+                input_files=(self._files[span.index].path,),
+            )
+            tasks.append(ReadTask(read, metadata, schema=record_schema()))
+        return tasks
+
+
+def add_record(summary: Summary, record: dict[str, Any]) -> None:
+    """Count one chunk row (_record) into the run's summary, sampling its candidates in order
+    while the sample has room: the summary local grading of those rows gives."""
+    summary.merge(Summary.from_json(json.loads(record["counts"])))
+    spans, rows = record["sample"], record["rows"]
+    for i in range(0, len(spans), 2):
+        if summary.sample_full:
+            return
+        summary.sample(row_from_json(json.loads(rows[spans[i] : spans[i + 1]])))
