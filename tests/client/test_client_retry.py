@@ -4,6 +4,7 @@ retried no sooner than the server's retry-after; CANCELLED only when no handler 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -163,6 +164,20 @@ def test_retry_rule_for_cancelled() -> None:
     assert not retryable(_error(grpc.StatusCode.CANCELLED, "Channel closed!", {}))
     # A stream that got answers in this attempt: its requests were being handled.
     assert not retryable(gone, answered=True)
+
+
+def test_backoff_grows_to_its_cap_and_is_jittered() -> None:
+    policy = RetryPolicy(initial_backoff=0.1, max_backoff=0.5, multiplier=2.0, jitter=0.5)
+    rng = random.Random(7)
+    for attempt, base in [(1, 0.1), (2, 0.2), (3, 0.4), (4, 0.5), (9, 0.5)]:
+        waits = [policy.backoff(attempt, rng) for _ in range(200)]
+        # Each wait is the base less at most half of it, and they spread (no lockstep retries).
+        assert all(base * 0.5 <= w <= base for w in waits), (attempt, min(waits), max(waits))
+        assert max(waits) - min(waits) > base * 0.4, (attempt, waits)
+    steady = RetryPolicy(initial_backoff=0.1, jitter=0.0)
+    assert {steady.backoff(2, rng) for _ in range(10)} == {0.2}
+    with pytest.raises(ValueError, match="jitter"):
+        RetryPolicy(jitter=1.5)
 
 
 def test_lost_status_is_only_grpc_aio_s_made_up_internal() -> None:

@@ -76,7 +76,17 @@ async def test_bad_expressions_are_invalid_argument_with_the_field(
     assert g.GradeTraceResponse.FromString(await server.grade_raw(_GOOD)).result.score == 1.0
 
 
-async def test_unknown_enum_value_is_invalid_argument(server: Harness) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "path", "message"),
+    [
+        # Before: mode 99 was graded as EXACT, severity 7 as HARD.
+        ("mode", 99, "assertions[1].tool_sequence.mode", "unknown SequenceMode 99"),
+        ("severity", 7, "assertions[1].severity", "unknown Severity 7"),
+    ],
+)
+async def test_unknown_enum_value_is_invalid_argument(
+    server: Harness, field: str, value: int, path: str, message: str
+) -> None:
     suite = json_format.ParseDict(
         {
             "assertions": [
@@ -86,16 +96,20 @@ async def test_unknown_enum_value_is_invalid_argument(server: Harness) -> None:
         },
         suite_pb2.Suite(),
     )
-    suite.assertions[1].tool_sequence.mode = 99  # proto3 enums are open: the wire carries it
+    # proto3 enums are open: the wire carries any number.
+    if field == "mode":
+        suite.assertions[1].tool_sequence.mode = value
+    else:
+        suite.assertions[1].severity = value
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await server.grade(g.GradeTraceRequest(trace=_trace("t", 1), suite=suite))
     code, info = status_of(err.value)
     assert (code, info.reason, info.metadata["field"]) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_SUITE",
-        "assertions[1].tool_sequence.mode",
+        path,
     )
-    assert "unknown SequenceMode 99" in (err.value.details() or "")
+    assert message in (err.value.details() or "")
 
 
 async def test_an_expensive_expression_fails_quickly_at_the_cost_limit(server: Harness) -> None:
@@ -110,6 +124,22 @@ async def test_an_expensive_expression_fails_quickly_at_the_cost_limit(server: H
     assert result.reason_code == "EXPRESSION_ERROR"
     assert result.reason.endswith("could not be evaluated: cost limit of 1000000 exceeded")
     assert answers[0] == answers[1]  # deterministic
+
+
+async def test_expensive_expressions_do_not_delay_a_good_request(server: Harness) -> None:
+    """The reported case: two requests of ~10^7 CEL steps each delayed a good request to 7.9 s.
+    The cost limit stops each at 10^6 units, so the good one is answered promptly."""
+    # 216^3 ~ 10^7 iterations each, past the default cost limit.
+    request = g.GradeTraceRequest(trace=_trace("t", 216), suite=_suite(_THREE_LOOPS))
+    expensive = [asyncio.ensure_future(server.grade(request)) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    started = time.perf_counter()
+    answer = g.GradeTraceResponse.FromString(await server.grade_raw(_GOOD))
+    assert answer.result.score == 1.0
+    assert time.perf_counter() - started < 1.0
+    for done in await asyncio.gather(*expensive):
+        (result,) = g.GradeTraceResponse.FromString(done).result.results
+        assert result.reason.endswith("cost limit of 1000000 exceeded")
 
 
 async def test_expression_cost_limit_is_a_setting(make_server: ServerFactory) -> None:

@@ -124,7 +124,34 @@ fn cases() -> Vec<Case> {
         out.push(trajectory("SUPERSET", 1, 10_000, true, pass));
         out.push(sequence("ANY_ORDER", 1, 10_000, true, pass));
     }
+    out.extend(limit_cases());
     out
+}
+
+/// The longest gradings the default limits allow: a CEL evaluation stopped by
+/// `expression_cost_limit`, a trace stopped by `max_work_units` (CEL cost units, 16 work units
+/// each, summed over four expressions), and the costliest matching we know within it (each
+/// reference its own class: about 25,000,000 comparisons).
+fn limit_cases() -> Vec<Case> {
+    // 216^3 iterations, about 10^7: past the default cost limit of 10^6.
+    let cubic = r#"{"expression":{"expr":"calls.all(a, calls.all(b, calls.all(c, a.position + b.position > 0)))"}}"#;
+    let mut superset = trajectory("SUPERSET", 5000, 10_000, true, false);
+    superset.name = format!("limits: matching, {}", superset.name);
+    vec![
+        Case {
+            name: "limits: expression_cost_limit, expression M=216 fail".into(),
+            assertion: cubic.into(),
+            calls: (0..216).map(call_f).collect(),
+            pass: false,
+        },
+        Case {
+            name: "limits: max_work_units, 4 expressions M=216 fail".into(),
+            assertion: [cubic; 4].join(","),
+            calls: (0..216).map(call_f).collect(),
+            pass: false,
+        },
+        superset,
+    ]
 }
 
 /// Compiles the case's suite and grades its trace `reps` times (stopping early once the total
