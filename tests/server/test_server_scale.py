@@ -1,6 +1,6 @@
 """Matching at scale over a real channel: the inputs that held a grading thread for seconds
 (first-fit failing over thousands of calls) are answered quickly and correctly (issue 10).
-The extension is a debug build here, so the bounds are generous; the release curve is
+The extension is a dev build here (the core optimised, rust/Cargo.toml); the release curve is
 `make bench-scale` (docs/performance.md, "Bounds per kind")."""
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ CASES = [
     ("trajectory_match", "UNORDERED", N, N - 1, False, "TRAJECTORY_MISMATCH"),
     ("trajectory_match", "SUBSET", N - 1, N, False, "TRAJECTORY_MISMATCH"),
     ("trajectory_match", "SUPERSET", N, N - 1, False, "TRAJECTORY_MISMATCH"),
+    ("trajectory_match", "SUPERSET", N, N - 1, True, "TRAJECTORY_MISMATCH"),
     ("trajectory_match", "UNORDERED", N, N - 1, True, "TRAJECTORY_MISMATCH"),
     ("trajectory_match", "IN_ORDER", N, N - 1, True, "TRAJECTORY_MISMATCH"),
     ("tool_sequence", "ANY_ORDER", N, N - 1, False, "SEQUENCE_INCOMPLETE"),
@@ -68,5 +69,6 @@ async def test_first_fit_failing_at_3000_calls_is_answered_quickly(
     assert result.result.verdict == result_pb2.VERDICT_FAIL
     assert result.result.results[0].reason_code == code
     # Before the bounded matching, UNORDERED failing at 1,000 calls alone took 2.1 s in release;
-    # now each of these takes well under 0.2 s in a debug build.
+    # now each of these takes well under 0.2 s in a dev build (SUPERSET with arguments compares
+    # every (reference, call) pair of distinct arguments: ~0.15 s at 3,000).
     assert elapsed < 1.0, f"{kind} {mode}: {elapsed:.2f} s"
