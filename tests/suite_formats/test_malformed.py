@@ -15,7 +15,7 @@ from trajgrade import InvalidSuiteError
 from trajgrade.suites import import_text, load_suites
 
 FOUND = [
-    ([{"query": "q", "expected_tool_use": [True]}], "[0].expected_tool_use"),
+    ([{"query": "q", "expected_tool_use": [True]}], "[0].expected_tool_use[0]"),
     ([{"query": "q", "expected_tool_use": 1.5}], "[0].expected_tool_use"),
     ({"eval_set_id": "s", "eval_cases": 10**30}, "eval_cases"),
     (

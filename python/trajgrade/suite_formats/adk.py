@@ -21,13 +21,59 @@ _MODES = {
 _CALL_KEYS = frozenset(
     {"id", "name", "args", "partial_args", "partialArgs", "will_continue", "willContinue"}
 )
+# Every key ADK's models define (evaluation/eval_set.py, eval_case.py); an unknown key (a typo
+# such as `intermediate_dta`) would silently drop expected calls, so it is unsupported.
+_SET_KEYS = ("eval_set_id", "name", "description", "eval_cases", "creation_timestamp")
+_CASE_KEYS = (
+    "eval_id",
+    "conversation",
+    "conversation_scenario",
+    "session_input",
+    "creation_timestamp",
+    "rubrics",
+    "final_session_state",
+)
+_INVOCATION_KEYS = (
+    "invocation_id",
+    "user_content",
+    "final_response",
+    "intermediate_data",
+    "creation_timestamp",
+    "rubrics",
+    "app_details",
+)
+# IntermediateData or InvocationEvents.
+_DATA_KEYS = ("tool_uses", "tool_responses", "intermediate_responses", "invocation_events")
+# The legacy `.test.json` (evaluation_constants.py; local_eval_sets_manager.py migrates it).
+_TURN_KEYS = (
+    "query",
+    "expected_tool_use",
+    "expected_intermediate_agent_responses",
+    "reference",
+    "response",
+)
+_LEGACY_CALL_KEYS = ("tool_name", "tool_input", "mock_tool_output")
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def _get(obj: dict[str, Any], snake: str) -> Any:
     """ADK models accept snake_case and their camelCase aliases."""
-    head, *rest = snake.split("_")
-    camel = head + "".join(part.title() for part in rest)
-    return obj.get(snake, obj.get(camel))
+    return obj.get(snake, obj.get(_camel(snake)))
+
+
+def _at(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _unknown(obj: dict[str, Any], keys: tuple[str, ...], where: str, *, camel: bool) -> list[str]:
+    """`path: unknown key; expected ...` for each key not in `keys` (nor their camelCase)."""
+    known = {*keys, *(map(_camel, keys) if camel else ())}
+    expected = f"unknown key; expected {', '.join(keys)}"
+    return [f"{_at(where, str(key))}: {expected}" for key in obj if key not in known]
 
 
 def looks_like(obj: Any) -> bool:
@@ -52,41 +98,85 @@ def convert(obj: Any, *, config: Any = None, eval_id: str | None = None) -> Conv
                 "and pass the config as config="
             ]
         )
-    found = cases(obj)
+    found, skipped = _sources(obj)
     if eval_id is not None:
-        found = [c for c in found if _get(c, "eval_id") == eval_id]
+        found = [(where, c) for where, c in found if _get(c, "eval_id") == eval_id]
     if len(found) != 1:
         raise SuiteFormatError([f"expected one eval case, found {len(found)}; pass eval_id"])
-    return _case(found[0], config)
+    where, case = found[0]
+    return _case(case, config, where, skipped)
 
 
 def convert_eval_set(obj: Any, *, config: Any = None) -> dict[str, Conversion]:
     """Every eval case of a set, by eval_id."""
-    return {str(_get(case, "eval_id") or ""): _case(case, config) for case in cases(obj)}
+    found, skipped = _sources(obj)
+    return {
+        str(_get(case, "eval_id") or ""): _case(case, config, where, skipped)
+        for where, case in found
+    }
 
 
 def cases(obj: Any) -> list[dict[str, Any]]:
     """The eval cases of a set, a case, or a legacy list."""
+    return [case for _, case in _sources(obj)[0]]
+
+
+def _sources(obj: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Each eval case with its source path, and what around the cases is unsupported."""
     if isinstance(obj, list):
-        # Legacy `.test.json`: a list of turns is one eval case, as ADK's migration makes it.
-        turns = []
-        for index, turn in enumerate(obj):
-            uses = turn.get("expected_tool_use") if isinstance(turn, dict) else None
-            if not isinstance(uses, list) or not all(isinstance(u, dict) for u in uses):
-                raise SuiteFormatError(
-                    [f"[{index}].expected_tool_use: must be a list of {{tool_name, tool_input}}"]
-                )
-            calls = [{"name": u.get("tool_name"), "args": u.get("tool_input")} for u in uses]
-            turns.append({"intermediate_data": {"tool_uses": calls}})
-        return [{"eval_id": "", "conversation": turns}]
+        skipped: list[str] = []
+        return [("", _legacy_case(obj, skipped))], skipped
     if isinstance(obj, dict) and _get(obj, "eval_cases") is not None:
         found = _get(obj, "eval_cases")
         if not isinstance(found, list):
             raise SuiteFormatError(["eval_cases: must be a list of eval cases"])
-        return [c for c in found if isinstance(c, dict)]
+        skipped = _unknown(obj, _SET_KEYS, "", camel=True)
+        pairs = []
+        for index, case in enumerate(found):
+            if isinstance(case, dict):
+                pairs.append((f"eval_cases[{index}]", case))
+            else:
+                skipped.append(f"eval_cases[{index}]: an eval case must be an object (left out)")
+        return pairs, skipped
     if isinstance(obj, dict):
-        return [obj]
-    return []
+        return [("", obj)], []
+    return [], []
+
+
+def _legacy_case(turns: list[Any], skipped: list[str]) -> dict[str, Any]:
+    """A legacy `.test.json` list of turns as one eval case, as ADK's migration makes it.
+
+    Problems are named by their path in the list (`[0].expected_tool_use[1].tool_name`). An
+    unknown key of a turn is unsupported (added to `skipped`); in a tool use it is an error, as
+    is a use without a name: leaving either out would change the expected trajectory.
+    """
+    problems: list[str] = []
+    conversation = []
+    for index, turn in enumerate(turns):
+        uses = turn.get("expected_tool_use") if isinstance(turn, dict) else None
+        if not isinstance(uses, list):
+            problems.append(
+                f"[{index}].expected_tool_use: must be a list of {{tool_name, tool_input}}"
+            )
+            continue
+        skipped += _unknown(turn, _TURN_KEYS, f"[{index}]", camel=False)
+        calls = []
+        for number, use in enumerate(uses):
+            at = f"[{index}].expected_tool_use[{number}]"
+            if not isinstance(use, dict):
+                problems.append(f"{at}: a tool use must be an object {{tool_name, tool_input}}")
+                continue
+            problems += _unknown(use, _LEGACY_CALL_KEYS, at, camel=False)
+            name, args = use.get("tool_name"), use.get("tool_input")
+            if not isinstance(name, str) or not name:
+                problems.append(f"{at}.tool_name: a tool use needs a name, got {name!r}")
+            if args is not None and not isinstance(args, dict):
+                problems.append(f"{at}.tool_input: must be an object, got {args!r}")
+            calls.append({"name": name, "args": args})
+        conversation.append({"intermediate_data": {"tool_uses": calls}})
+    if problems:
+        raise SuiteFormatError(problems)
+    return {"eval_id": "", "conversation": conversation}
 
 
 def _criterion(config: Any, unsupported: list[str]) -> tuple[float, str, bool]:
@@ -116,12 +206,15 @@ def _criterion(config: Any, unsupported: list[str]) -> tuple[float, str, bool]:
     return threshold, match_type, ignore_args
 
 
-def _tool_uses(invocation: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+def _tool_uses(
+    invocation: dict[str, Any], where: str, unsupported: list[str]
+) -> list[tuple[str, Any]]:
     """The expected calls of an invocation, each with its source path."""
     data = _get(invocation, "intermediate_data") or {}
     where = f"{where}.intermediate_data"
     if not isinstance(data, dict):
         raise SuiteFormatError([f"{where}: must be an object"])
+    unsupported += _unknown(data, _DATA_KEYS, where, camel=True)
     uses = _get(data, "tool_uses")
     if uses is not None:
         if not isinstance(uses, list):
@@ -159,21 +252,31 @@ def _reference_call(use: Any, where: str) -> trace_pb2.ToolCall:
     return call
 
 
-def _case(case: dict[str, Any], config: Any) -> Conversion:
-    unsupported: list[str] = []
+def _case(case: dict[str, Any], config: Any, where: str, skipped: list[str]) -> Conversion:
+    """One eval case at source path `where`; `skipped`: the unsupported parts around it."""
+    unsupported = list(skipped)
     threshold, match_type, ignore_args = _criterion(config, unsupported)
+    unsupported += _unknown(case, _CASE_KEYS, where, camel=True)
     conversation = case.get("conversation") or []
+    path = _at(where, "conversation")
     if not isinstance(conversation, list):
-        raise SuiteFormatError(["conversation: must be a list of invocations"])
-    invocations = [i for i in conversation if isinstance(i, dict)]
+        raise SuiteFormatError([f"{path}: must be a list of invocations"])
+    invocations = []
+    for number, invocation in enumerate(conversation):
+        at = f"{path}[{number}]"
+        if isinstance(invocation, dict):
+            unsupported += _unknown(invocation, _INVOCATION_KEYS, at, camel=True)
+            invocations.append((at, invocation))
+        else:
+            unsupported.append(f"{at}: an invocation must be an object (left out)")
     if not invocations:
         raise SuiteFormatError(
-            ["the eval case has no static conversation (scenarios are not supported)"]
+            [f"{path}: the eval case has no static conversation (scenarios are not supported)"]
         )
     reference = []
-    for number, invocation in enumerate(invocations):
-        for where, use in _tool_uses(invocation, f"conversation[{number}]"):
-            reference.append(_reference_call(use, where))
+    for at, invocation in invocations:
+        for call_at, use in _tool_uses(invocation, at, unsupported):
+            reference.append(_reference_call(use, call_at))
     suite = suite_pb2.Suite(name=str(_get(case, "eval_id") or ""))
     # Per-invocation scores are averaged in ADK; a threshold below 1 over several invocations
     # accepts partial trajectories, which one pass/fail check cannot say: it becomes SOFT.
