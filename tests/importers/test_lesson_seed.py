@@ -176,3 +176,33 @@ def test_lesson_argument_rules_fail_a_wrong_refund() -> None:
     result = compile_suite(SUITE).grade(openai.from_items(messages))
     failed = [r.name for r in result.results if r.status == result_pb2.ASSERTION_STATUS_FAIL]
     assert failed == ["refund targeted the wrong order", "refund exceeds the order amount"]
+
+
+# SPEC §16 example 6: the lesson's exercise 1 ("issue_refund must only happen if a prior
+# get_order result showed charged_times >= 2") as CEL over the calls' parsed results.
+EXERCISE_1 = (
+    'calls.all(r, r.name != "issue_refund" || calls.exists(c, c.name == "get_order" && '
+    "c.position < r.position && c.result_json != null && has(c.result_json.charged_times) && "
+    "c.result_json.charged_times >= 2))"
+)
+
+
+def test_lesson_exercise_1_as_cel(imported: list[dict[str, Any]]) -> None:
+    suite = compile_suite({"assertions": [{"name": "ex1", "expression": {"expr": EXERCISE_1}}]})
+    runs = {trace["id"]: trace for trace in imported}
+    statuses = {name: suite.grade(trace).results[0].status for name, trace in runs.items()}
+    assert statuses == {
+        "careful": result_pb2.ASSERTION_STATUS_PASS,
+        "lucky guess": result_pb2.ASSERTION_STATUS_FAIL,
+        "wasteful": result_pb2.ASSERTION_STATUS_PASS,
+    }
+    charged_once = json.loads(json.dumps(runs["careful"]))
+    charged_once["calls"][0]["result"] = charged_once["calls"][0]["result"].replace(
+        '"charged_times": 2', '"charged_times": 1'
+    )
+    assert '"charged_times": 1' in charged_once["calls"][0]["result"]
+    result = suite.grade(charged_once).results[0]
+    assert (result.status, result.reason_code) == (
+        result_pb2.ASSERTION_STATUS_FAIL,
+        "EXPRESSION_FALSE",
+    )

@@ -1,24 +1,27 @@
-//! CEL expressions over a trace (`calls`, `answer`, `metadata`), compiled once per suite.
+//! CEL expressions over a trace (`calls`, `answer`, `metadata`, `model_calls`, `usage`),
+//! compiled once per suite.
 //!
 //! Built on the `cel` crate. A suite compiles each expression once: parsed (after bounds
 //! that keep the parser from panicking or overflowing its stack), checked (every identifier
-//! and function is known, comprehensions nest at most [`MAX_COMPREHENSION_NESTING`] deep), then
-//! instrumented for its cost (see [`cost`]). It is evaluated from many grading threads; the
-//! variables are bound per evaluation in a fresh [`cel::Context`] that shares one standard
-//! environment (`Arc<Env>`), so evaluations never share mutable state.
-use std::collections::HashMap;
+//! and function is known, comprehensions nest at most [`MAX_COMPREHENSION_NESTING`] deep),
+//! its operators renamed for mixed numbers (see [`numbers`]), then instrumented for its cost
+//! (see [`cost`]). It is evaluated from many grading threads; the variables are bound per
+//! evaluation in a fresh [`cel::Context`] that shares one environment (`Arc<Env>`), so
+//! evaluations never share mutable state.
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::IdedExpr;
-use cel::objects::{Key, Map};
+use cel::common::types::CelString;
 use cel::{Context, Env, ExecutionError, Value as CelValue};
 
 use crate::json::Value;
 use crate::work::Work;
 
+mod bind;
 mod check;
 pub mod cost;
+mod numbers;
 
 /// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).
 pub const MAX_EXPRESSION_BYTES: usize = 65_535;
@@ -31,16 +34,49 @@ const COMPILE_STACK_BYTES: usize = 128 << 20;
 /// Deepest nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`).
 pub const MAX_COMPREHENSION_NESTING: usize = 4;
 
-/// One call as an expression sees it.
+/// One call as an expression sees it (SPEC §9.23, §14).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ExprCall<'a> {
     pub name: &'a str,
     /// Parsed arguments; `None` when not recorded or not valid JSON (CEL `null`).
     pub args: Option<&'a Value>,
-    /// Raw result text (`""` when absent).
+    /// Raw result text (`""` when absent); `result_json` is parsed from it.
     pub result: &'a str,
     pub error: bool,
     /// 1-based position.
     pub position: u32,
+    /// `end - start` in nanoseconds; `None` when the timing is not recorded (§10).
+    pub duration_ns: Option<u64>,
+    /// The user turn; 0 (not recorded) reads as 1.
+    pub turn: u32,
+    pub agent: &'a str,
+    pub server: &'a str,
+}
+
+/// One model (LLM) call as an expression sees it (§10).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExprModelCall<'a> {
+    pub model: &'a str,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// `None` when not recorded (CEL `null`).
+    pub cost: Option<f64>,
+    pub turn: u32,
+    pub agent: &'a str,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+}
+
+/// What one evaluation sees: the (scoped) trace's calls and model calls, the answer and the
+/// metadata (a later duplicate key wins).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bindings<'a> {
+    pub calls: &'a [ExprCall<'a>],
+    pub model_calls: &'a [ExprModelCall<'a>],
+    pub answer: &'a str,
+    pub metadata: &'a [(&'a str, &'a str)],
+    /// Deepest nesting of a result parsed for `result_json` (a deeper one is `null`).
+    pub max_json_depth: usize,
 }
 
 /// The standard CEL environment (functions and macros) plus the cost meter's function, built
@@ -49,6 +85,7 @@ pub struct ExprCall<'a> {
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
     let mut env = Env::stdlib();
     cost::register(&mut env);
+    numbers::register(&mut env);
     Arc::new(env)
 });
 
@@ -60,6 +97,8 @@ static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
 pub struct Expression {
     expr: IdedExpr,
     cost_limit: u64,
+    /// Whether evaluating it can read a call's `result_json` (else results are not parsed).
+    reads_result_json: bool,
 }
 
 const _: () = {
@@ -112,29 +151,23 @@ impl Expression {
         }
         let mut expr = program.expression().clone();
         check::check(&expr, &ENV)?;
+        let reads_result_json = bind::reads_result_json(&expr);
+        numbers::rewrite(&mut expr);
         cost::instrument(&mut expr);
-        Ok(Expression { expr, cost_limit })
+        Ok(Expression { expr, cost_limit, reads_result_json })
     }
 
     /// Evaluates to a bool; anything else (or an evaluation error, the cost limit exceeded
     /// included) is `Err` with a message. The units spent go to `work` too; when `work` says
     /// stop, the result is `Err` and `work.stopped()` tells why.
-    pub fn evaluate(
-        &self,
-        calls: &[ExprCall<'_>],
-        answer: &str,
-        metadata: &HashMap<String, String>,
-        work: &Work,
-    ) -> Result<bool, String> {
+    pub fn evaluate(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
+        let results = bind::parsed_results(b.calls, self.reads_result_json, b.max_json_depth);
         let mut ctx = Context::with_env(Arc::clone(&ENV));
-        let calls: Vec<CelValue> = calls.iter().map(call_value).collect();
-        ctx.add_variable_from_value("calls", CelValue::List(Arc::new(calls)));
-        ctx.add_variable_from_value("answer", CelValue::String(Arc::new(answer.to_owned())));
-        let metadata: HashMap<Key, CelValue> = metadata
-            .iter()
-            .map(|(k, v)| (Key::from(k.as_str()), CelValue::String(Arc::new(v.clone()))))
-            .collect();
-        ctx.add_variable_from_value("metadata", CelValue::Map(Map { map: Arc::new(metadata) }));
+        ctx.add_variable_as_val("calls", bind::calls(b.calls, &results));
+        ctx.add_variable_as_val("answer", Box::new(CelString::from(b.answer)));
+        ctx.add_variable_as_val("metadata", bind::metadata(b.metadata));
+        ctx.add_variable_as_val("model_calls", bind::model_calls(b.model_calls));
+        ctx.add_variable_as_val("usage", bind::usage(b.model_calls));
         let (outcome, used, stop) = cost::metered(self.cost_limit, work, || {
             catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, &ctx)))
         });
@@ -269,48 +302,26 @@ fn short_debug(v: &CelValue) -> String {
     s
 }
 
-fn call_value(c: &ExprCall<'_>) -> CelValue {
-    let fields: HashMap<Key, CelValue> = [
-        ("name", CelValue::String(Arc::new(c.name.to_owned()))),
-        ("args", c.args.map_or(CelValue::Null, json_value)),
-        ("result", CelValue::String(Arc::new(c.result.to_owned()))),
-        ("error", CelValue::Bool(c.error)),
-        ("position", CelValue::Int(i64::from(c.position))),
-    ]
-    .into_iter()
-    .map(|(k, v)| (Key::from(k), v))
-    .collect();
-    CelValue::Map(Map { map: Arc::new(fields) })
-}
-
-/// A JSON value as CEL sees it (SPEC §9.23): integers within int64 are `int` (also when
-/// written `1.0` or `1e2`, which denote integers), other numbers `double` (nearest float64),
-/// objects maps with string keys, arrays lists. A lone surrogate in a string becomes U+FFFD,
-/// since CEL strings are Unicode scalar values.
-pub fn json_value(v: &Value) -> CelValue {
-    match v {
-        Value::Null => CelValue::Null,
-        Value::Bool(b) => CelValue::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => CelValue::Int(i),
-            None => CelValue::Float(n.as_f64()),
-        },
-        Value::String(s) => CelValue::String(Arc::new(s.to_string_lossy())),
-        Value::Array(items) => CelValue::List(Arc::new(items.iter().map(json_value).collect())),
-        Value::Object(o) => {
-            let map: HashMap<Key, CelValue> = o
-                .iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.to_string_lossy())), json_value(v)))
-                .collect();
-            CelValue::Map(Map { map: Arc::new(map) })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json::parse;
+
+    /// Evaluates `src` over `calls` with no limit but the default cost limit.
+    fn eval_calls(
+        src: &str,
+        calls: &[ExprCall<'_>],
+        model_calls: &[ExprModelCall<'_>],
+    ) -> Result<bool, String> {
+        let bindings = Bindings {
+            calls,
+            model_calls,
+            answer: "Your refund is on its way.",
+            metadata: &[("env", "prod"), ("region", "eu")],
+            max_json_depth: 128,
+        };
+        Expression::compile(src, 1_000_000)?.evaluate(&bindings, &Work::new(u64::MAX, None))
+    }
 
     fn eval(src: &str, calls: &[(&str, Option<&str>, &str, bool)]) -> Result<bool, String> {
         let parsed: Vec<Option<Value>> =
@@ -325,17 +336,19 @@ mod tests {
                 result: c.2,
                 error: c.3,
                 position: i as u32 + 1,
+                ..ExprCall::default()
             })
             .collect();
-        let metadata: HashMap<String, String> =
-            [("env".to_owned(), "prod".to_owned()), ("region".to_owned(), "eu".to_owned())].into();
-        let work = Work::new(u64::MAX, None);
-        Expression::compile(src, 1_000_000)?.evaluate(
-            &calls,
-            "Your refund is on its way.",
-            &metadata,
-            &work,
-        )
+        eval_calls(src, &calls, &[])
+    }
+
+    /// `n` calls named `a` at positions 1..=n.
+    fn calls_at(n: u32) -> Vec<ExprCall<'static>> {
+        (1..=n).map(|position| ExprCall { name: "a", position, ..ExprCall::default() }).collect()
+    }
+
+    fn on(e: &Expression, calls: &[ExprCall<'_>], work: &Work) -> Result<bool, String> {
+        e.evaluate(&Bindings { calls, ..Bindings::default() }, work)
     }
 
     #[test]
@@ -405,6 +418,200 @@ mod tests {
     }
 
     #[test]
+    fn mixed_numbers_convert_to_double() {
+        let calls = [("f", Some(r#"{"x":2,"y":0.5,"big":9007199254740993}"#), "", false)];
+        for src in [
+            "1.0 - calls[0].args.x == -1.0",
+            "calls[0].args.x * 0.5 == 1.0 && 0.5 * calls[0].args.x == 1.0",
+            "calls[0].args.x + calls[0].args.y == 2.5",
+            "calls[0].args.x / 4.0 == 0.5 && calls[0].args.x / 4 == 0",
+            "type(calls[0].args.x - 0.5) == double && type(calls[0].args.x - 1) == int",
+            "1u + 0.5 == 1.5 && 2 - 1u == 1.0 && 3u - 1u == 2u",
+            "calls[0].args.y < calls[0].args.x && 1u < 2 && 2 >= 2u && -1 < 1u",
+            // Ordering between int and uint converts too: 2^53 + 1 is 2^53 as a double.
+            "calls[0].args.big <= 9007199254740992u && calls[0].args.big >= 9007199254740992u",
+            // Equality stays CEL's.
+            "calls[0].args.x == 2.0 && 1 == 1u",
+            // Same-type operators are CEL's: strings, lists, integer overflow.
+            "'a' + 'b' == 'ab' && [1] + [2] == [1, 2] && 'a' < 'b'",
+        ] {
+            assert_eq!(eval(src, &calls), Ok(true), "{src}");
+        }
+        assert_eq!(
+            eval("9223372036854775807 + 1 > 0", &calls),
+            Err("Overflow from binary operator 'add': Int(9223372036854775807), Int(1)".to_owned())
+        );
+        assert_eq!(
+            eval("'a' - 1 == 0", &calls),
+            Err("Unsupported binary operator 'sub': String(\"a\"), Int(1)".to_owned())
+        );
+        assert_eq!(
+            eval("'a' < 1", &calls),
+            Err("found no matching overload for '_<_' applied to '(string, int)'".to_owned())
+        );
+        // Accumulators keep their fast paths; results are unchanged.
+        assert_eq!(eval("calls.map(c, c.args.x + 0.5) == [2.5]", &calls), Ok(true));
+        assert_eq!(eval("calls.exists_one(c, c.args.x - 0.5 > 1)", &calls), Ok(true));
+    }
+
+    #[test]
+    fn math_functions_and_conversions() {
+        let calls = [("f", Some(r#"{"x":-3,"y":2.5}"#), "", false)];
+        for src in [
+            "math.abs(calls[0].args.x) == 3 && math.abs(-2.5) == 2.5",
+            "math.least(calls[0].args.x, calls[0].args.y) == -3",
+            "math.greatest(calls[0].args.x, calls[0].args.y, 1) == 2.5",
+            "math.greatest([1, 5, 2]) == 5 && math.least([1.5, 0.5]) == 0.5",
+            "math.floor(calls[0].args.y) == 2.0 && math.ceil(calls[0].args.y) == 3.0",
+            "math.round(calls[0].args.y) == 3.0 && math.round(-2.5) == -3.0",
+            "math.floor(calls[0].args.x) == -3.0 && type(math.ceil(1)) == double",
+            "double(calls[0].args.x) == -3.0 && int(calls[0].args.y) == 2 && int('7') == 7",
+            "double('1.5') == 1.5 && int(-2.7) == -2",
+        ] {
+            assert_eq!(eval(src, &calls), Ok(true), "{src}");
+        }
+        assert!(Expression::compile("math.frobnicate(1) == 1", 10).is_err());
+        assert!(Expression::compile("math.least() == 1", 10).is_err());
+    }
+
+    #[test]
+    fn result_json_duration_turn_agent_server() {
+        let args = parse(r#"{"order_id":"A-7"}"#, 128).ok();
+        let calls = [
+            ExprCall {
+                name: "get_order",
+                args: args.as_ref(),
+                result: r#"{"charged_times": 2, "items": [{"sku": "x"}]}"#,
+                position: 1,
+                duration_ns: Some(2_350_000_000),
+                turn: 0,
+                agent: "triage/billing",
+                server: "orders",
+                ..ExprCall::default()
+            },
+            ExprCall {
+                name: "log",
+                result: "not json",
+                position: 2,
+                turn: 2,
+                ..ExprCall::default()
+            },
+            ExprCall { name: "noop", position: 3, duration_ns: Some(0), ..ExprCall::default() },
+            ExprCall { name: "deep", result: "[[[1]]]", position: 4, ..ExprCall::default() },
+        ];
+        for src in [
+            "calls[0].result_json.charged_times == 2 && calls[0].result_json.items[0].sku == 'x'",
+            "has(calls[0].result_json.charged_times) && !has(calls[0].result_json.nope)",
+            "calls[1].result_json == null && calls[2].result_json == null",
+            "calls[0].duration_ms == 2350.0 && calls[1].duration_ms == null",
+            "calls[2].duration_ms == 0.0 && calls.filter(c, c.duration_ms != null).size() == 2",
+            "calls[0].duration_ms > 2000 && calls[0].duration_ms / 1000 > 2",
+            "calls[0].turn == 1 && calls[1].turn == 2 && type(calls[0].turn) == int",
+            "calls[0].agent.startsWith('triage/') && calls[1].agent == ''",
+            "calls[0].server == 'orders' && calls[1].server == ''",
+            "calls[0].size() == 10 && calls[1].size() == 10",
+            // Read through a computed key as well.
+            "calls[0]['result' + '_json'].charged_times == 2",
+        ] {
+            assert_eq!(eval_calls(src, &calls, &[]), Ok(true), "{src}");
+        }
+        // A result nested deeper than the JSON depth limit is not JSON.
+        let b = Bindings { calls: &calls[3..], max_json_depth: 2, ..Bindings::default() };
+        let e = Expression::compile("calls[0].result_json == null", 10).expect("compiles");
+        assert_eq!(e.evaluate(&b, &Work::new(u64::MAX, None)), Ok(true));
+        // Without reading it, result_json is not parsed, and nothing tells.
+        let e = Expression::compile("calls[0] == calls[0] && calls[0].size() == 10", 100)
+            .expect("compiles");
+        assert!(!e.reads_result_json);
+        assert_eq!(
+            e.evaluate(
+                &Bindings { calls: &calls, ..Bindings::default() },
+                &Work::new(u64::MAX, None)
+            ),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn model_calls_and_usage() {
+        let model_calls = [
+            ExprModelCall {
+                model: "big",
+                input_tokens: 30_000,
+                output_tokens: 0,
+                cost: Some(0.25),
+                turn: 0,
+                ..ExprModelCall::default()
+            },
+            ExprModelCall {
+                model: "small",
+                input_tokens: 10_000,
+                output_tokens: 2_000,
+                cost: Some(0.5),
+                turn: 2,
+                agent: "billing",
+                start_time_unix_nano: 5,
+                end_time_unix_nano: 9,
+            },
+        ];
+        for src in [
+            "model_calls.size() == 2 && model_calls[0].model == 'big' && model_calls[0].turn == 1",
+            "model_calls[1].agent == 'billing' && model_calls[1].end_time_unix_nano - model_calls[1].start_time_unix_nano == 4",
+            "usage.input_tokens == 40000 && usage.output_tokens == 2000 && usage.total_tokens == 42000",
+            "usage.cost == 0.75 && usage.total_tokens <= 42000 && type(usage.total_tokens) == int",
+            "model_calls.all(m, m.cost * 1000 < 1000)",
+        ] {
+            assert_eq!(eval_calls(src, &[], &model_calls), Ok(true), "{src}");
+        }
+        let unpriced = [
+            model_calls[0],
+            ExprModelCall { cost: None, output_tokens: u64::MAX, ..model_calls[1] },
+        ];
+        for src in [
+            "usage.cost == null && model_calls[1].cost == null && model_calls[0].cost == 0.25",
+            // Sums never overflow: past int64 they are doubles.
+            "type(usage.output_tokens) == double && usage.output_tokens > 1.8e19",
+            "type(model_calls[1].output_tokens) == double",
+        ] {
+            assert_eq!(eval_calls(src, &[], &unpriced), Ok(true), "{src}");
+        }
+        assert_eq!(
+            eval_calls(
+                "usage.cost == 0.0 && usage.total_tokens == 0 && model_calls == []",
+                &[],
+                &[]
+            ),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn the_cost_limit_stops_at_the_same_unit_on_every_thread() {
+        let e = Arc::new(
+            Expression::compile("calls.all(a, calls.all(b, 1.0 - a.position < b.position))", 5_000)
+                .expect("compiles"),
+        );
+        let run = |e: &Expression| {
+            let work = Work::new(u64::MAX, None);
+            let got = on(e, &calls_at(200), &work);
+            (got, work.used())
+        };
+        let here = run(&e);
+        assert_eq!(here.0, Err("cost limit of 5000 exceeded".to_owned()));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let e = Arc::clone(&e);
+                std::thread::spawn(move || (0..3).map(|_| run(&e)).collect::<Vec<_>>())
+            })
+            .collect();
+        for t in threads {
+            for got in t.join().expect("no panic") {
+                assert_eq!(got, here);
+            }
+        }
+    }
+
+    #[test]
     fn errors() {
         assert!(Expression::compile("calls.size() ==", 10).is_err());
         assert!(Expression::compile("", 10).is_err());
@@ -423,7 +630,8 @@ mod tests {
             .map(|_| {
                 let e = Arc::clone(&e);
                 std::thread::spawn(move || {
-                    e.evaluate(&[], "x", &HashMap::new(), &Work::new(u64::MAX, None))
+                    let b = Bindings { answer: "x", ..Bindings::default() };
+                    e.evaluate(&b, &Work::new(u64::MAX, None))
                 })
             })
             .collect();
@@ -432,33 +640,15 @@ mod tests {
         }
     }
 
-    fn calls_n(n: usize) -> Vec<(&'static str, Option<&'static str>, &'static str, bool)> {
-        (0..n).map(|_| ("a", Some("{}"), "", false)).collect()
-    }
-
     #[test]
     fn cost_limit_stops_nested_loops_deterministically() {
-        let calls = calls_n(100);
+        let view = calls_at(100);
         let src = "calls.all(a, calls.all(b, calls.all(c, a.position + b.position > 0)))";
-        let parsed: Vec<Option<Value>> = vec![None; 100];
-        let view: Vec<ExprCall<'_>> = calls
-            .iter()
-            .zip(&parsed)
-            .enumerate()
-            .map(|(i, (c, a))| ExprCall {
-                name: c.0,
-                args: a.as_ref(),
-                result: c.2,
-                error: c.3,
-                position: i as u32 + 1,
-            })
-            .collect();
         let e = Expression::compile(src, 1_000_000).expect("compiles");
         let mut used = Vec::new();
         for _ in 0..3 {
             let work = Work::new(u64::MAX, None);
-            let got = e.evaluate(&view, "", &HashMap::new(), &work);
-            assert_eq!(got, Err("cost limit of 1000000 exceeded".to_owned()));
+            assert_eq!(on(&e, &view, &work), Err("cost limit of 1000000 exceeded".to_owned()));
             used.push(work.used());
         }
         // Units, not wall time, are the bound: the same unit on every run (a timed assertion
@@ -467,30 +657,15 @@ mod tests {
         // Within the limit the same expression is graded.
         let small = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", 1_000_000)
             .expect("compiles");
-        assert_eq!(
-            small.evaluate(&view, "", &HashMap::new(), &Work::new(u64::MAX, None)),
-            Ok(true)
-        );
+        assert_eq!(on(&small, &view, &Work::new(u64::MAX, None)), Ok(true));
     }
 
     #[test]
     fn cost_counts_calls_and_iterations() {
-        let units = |src: &str, n: usize| {
-            let calls = calls_n(n);
-            let view: Vec<ExprCall<'_>> = calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ExprCall {
-                    name: c.0,
-                    args: None,
-                    result: c.2,
-                    error: c.3,
-                    position: i as u32 + 1,
-                })
-                .collect();
+        let units = |src: &str, n: u32| {
             let work = Work::new(u64::MAX, None);
             let e = Expression::compile(src, 1_000_000).expect("compiles");
-            let got = e.evaluate(&view, "", &HashMap::new(), &work);
+            let got = on(&e, &calls_at(n), &work);
             assert_eq!(work.used() % cost::WORK_PER_COST_UNIT, 0, "whole cost units");
             (got, work.used() / cost::WORK_PER_COST_UNIT)
         };
@@ -502,22 +677,22 @@ mod tests {
         assert_eq!(units("calls.filter(c, c.position > 1).size() == 2", 3), (Ok(true), 8));
         assert_eq!(units("calls.exists_one(c, c.position == 2)", 3).0, Ok(true));
         assert_eq!(units("calls.exists(c, c.position == 2)", 3).0, Ok(true));
+        // Mixed-number operators cost what the operators they replace cost.
+        assert_eq!(units("calls.all(c, 1.5 - c.position < 1)", 3), (Ok(true), 9));
     }
 
     #[test]
     fn the_work_meter_stops_an_evaluation() {
         let e = Expression::compile("calls.all(a, calls.all(b, a.position > 0))", u64::MAX)
             .expect("compiles");
-        let calls: Vec<ExprCall<'_>> = (0..1000)
-            .map(|i| ExprCall { name: "a", args: None, result: "", error: false, position: i + 1 })
-            .collect();
+        let calls = calls_at(1000);
         let work = Work::new(5_000, None);
-        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert!(on(&e, &calls, &work).is_err());
         assert_eq!(work.stopped(), Some(crate::work::Stop::WorkLimit));
         let flag = crate::work::CancelFlag::new();
         flag.cancel();
         let work = Work::new(u64::MAX, Some(flag));
-        assert!(e.evaluate(&calls, "", &HashMap::new(), &work).is_err());
+        assert!(on(&e, &calls, &work).is_err());
         assert_eq!(work.stopped(), Some(crate::work::Stop::Cancelled));
     }
 
@@ -548,7 +723,7 @@ mod tests {
         let e = Expression::compile(&src, 1_000_000).expect("compiles");
         let got = std::thread::Builder::new()
             .stack_size(2 << 20)
-            .spawn(move || e.evaluate(&[], "", &HashMap::new(), &Work::new(u64::MAX, None)))
+            .spawn(move || on(&e, &[], &Work::new(u64::MAX, None)))
             .expect("spawns")
             .join()
             .expect("no overflow");

@@ -604,7 +604,7 @@ pub fn json_trace(data: &[u8]) {
 /// and gives the same answer twice; a compiled expression evaluates, on a small fixed trace,
 /// without panicking, within its cost limit, to the same answer and units on every run.
 pub fn expression(data: &[u8]) {
-    use trajgrade_core::expr::{ExprCall, Expression as Cel};
+    use trajgrade_core::expr::{Bindings, ExprCall, ExprModelCall, Expression as Cel};
     use trajgrade_core::work::Work;
     let source = String::from_utf8_lossy(data);
     let first = Cel::compile(&source, 20_000);
@@ -619,15 +619,29 @@ pub fn expression(data: &[u8]) {
         .map(|i| ExprCall {
             name: ["a", "b", "a", "c"][i],
             args: (i % 2 == 0).then_some(&args),
-            result: "{\"ok\":true}",
+            result: ["{\"ok\":true,\"n\":2}", "", "not json", "[1, 2.5]"][i],
             error: i == 3,
             position: i as u32 + 1,
+            duration_ns: (i != 1).then_some(1_500_000 * i as u64),
+            turn: [0, 1, 2, 2][i],
+            agent: ["", "triage", "triage/billing", ""][i],
+            server: ["", "orders", "", "payments"][i],
         })
         .collect();
-    let metadata = std::collections::HashMap::from([("env".to_owned(), "prod".to_owned())]);
+    let model_calls = [
+        ExprModelCall { model: "m", input_tokens: 100, output_tokens: 20, cost: Some(0.5), turn: 1, ..ExprModelCall::default() },
+        ExprModelCall { model: "m", input_tokens: u64::MAX, output_tokens: 1, cost: None, turn: 2, agent: "triage", ..ExprModelCall::default() },
+    ];
+    let bindings = Bindings {
+        calls: &calls,
+        model_calls: &model_calls,
+        answer: "the answer",
+        metadata: &[("env", "prod")],
+        max_json_depth: 16,
+    };
     let run = || {
         let work = Work::new(1_000_000, None);
-        let got = e.evaluate(&calls, "the answer", &metadata, &work);
+        let got = e.evaluate(&bindings, &work);
         (got, work.used())
     };
     let (got, used) = run();

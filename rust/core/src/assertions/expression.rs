@@ -1,9 +1,7 @@
 //! `expression`: a CEL expression over `calls`, `answer` and `metadata` evaluates to true (§9.23).
-use std::collections::HashMap;
-
 use super::{Check, Outcome};
 use crate::error::Reason;
-use crate::expr::{ExprCall, Expression};
+use crate::expr::{Bindings, ExprCall, Expression};
 use crate::proto::v1::Expression as ExpressionMsg;
 use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
@@ -50,11 +48,17 @@ impl Check for ExpressionCheck {
                 result: c.result.unwrap_or(""),
                 error: c.error,
                 position: (i + 1) as u32,
+                ..ExprCall::default()
             })
             .collect();
-        let metadata: HashMap<String, String> =
-            t.metadata().iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect();
-        match self.program.evaluate(&calls, t.final_answer(), &metadata, t.work()) {
+        let bindings = Bindings {
+            calls: &calls,
+            model_calls: &[],
+            answer: t.final_answer(),
+            metadata: t.metadata(),
+            max_json_depth: t.max_depth(),
+        };
+        match self.program.evaluate(&bindings, t.work()) {
             Ok(true) => Outcome::pass(vec![]),
             Ok(false) => Outcome::fail(
                 Reason::ExpressionFalse,

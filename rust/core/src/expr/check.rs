@@ -7,7 +7,7 @@ use cel::{Context, Env, ExecutionError, Value as CelValue};
 use super::MAX_COMPREHENSION_NESTING;
 
 /// The variables every evaluation binds.
-const BOUND: [&str; 3] = ["calls", "answer", "metadata"];
+const BOUND: [&str; 5] = ["calls", "answer", "metadata", "model_calls", "usage"];
 
 /// The first problem of `e`, as a message for `expression.expr`.
 pub fn check(e: &IdedExpr, env: &Env) -> Result<(), String> {
