@@ -47,6 +47,9 @@ format:
 	$(BIN)/ruff format python tests bench
 	cd rust && $(CARGO) fmt --all
 
+# What `buf breaking` compares the protos with: the local main branch (override with a tag).
+BUF_AGAINST ?= .git#branch=main,subdir=proto
+
 .PHONY: lint ## ruff, rustfmt, clippy, proto drift checks, hadolint, kubeconform
 lint: lint-docker lint-k8s check-proto-go
 	$(BIN)/ruff check python tests bench
@@ -55,8 +58,10 @@ lint: lint-docker lint-k8s check-proto-go
 	cd rust && $(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	$(MAKE) -s proto && git diff --exit-code -- python/trajgrade/v1
 	$(BIN)/buf lint proto
-	# Wire compatibility against the previous commit (FILE rules: no renames, no renumbering).
-	$(BIN)/buf breaking proto --against '.git#ref=HEAD~1,subdir=proto'
+	# Wire compatibility against main, the released line (FILE rules: no renames, no
+	# renumbering). Every change of a branch is compared at once, not only its last commit; on
+	# main itself (a fresh clone, CI) it compares with the committed main.
+	$(BIN)/buf breaking proto --against '$(BUF_AGAINST)'
 
 .PHONY: typecheck ## mypy --strict (package and tests/test_typing.py) and stubtest
 typecheck:

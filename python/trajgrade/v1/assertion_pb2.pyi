@@ -168,6 +168,38 @@ TRAJECTORY_MODE_UNORDERED: TrajectoryMode.ValueType  # 5
 """Both SUPERSET and SUBSET."""
 Global___TrajectoryMode: _TypeAlias = TrajectoryMode  # noqa: Y015
 
+class _ScoreMetric:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ScoreMetricEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ScoreMetric.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SCORE_METRIC_UNSPECIFIED: _ScoreMetric.ValueType  # 0
+    """Same as F1."""
+    SCORE_METRIC_F1: _ScoreMetric.ValueType  # 1
+    """2m / (R + A) with m the size of a maximum matching."""
+    SCORE_METRIC_PRECISION: _ScoreMetric.ValueType  # 2
+    """m / A."""
+    SCORE_METRIC_RECALL: _ScoreMetric.ValueType  # 3
+    """m / R."""
+    SCORE_METRIC_ORDERED_F1: _ScoreMetric.ValueType  # 4
+    """2m / (R + A) with m the length of a longest common subsequence."""
+
+class ScoreMetric(_ScoreMetric, metaclass=_ScoreMetricEnumTypeWrapper):
+    """ScoreMetric says how trajectory_score scores a pairing."""
+
+SCORE_METRIC_UNSPECIFIED: ScoreMetric.ValueType  # 0
+"""Same as F1."""
+SCORE_METRIC_F1: ScoreMetric.ValueType  # 1
+"""2m / (R + A) with m the size of a maximum matching."""
+SCORE_METRIC_PRECISION: ScoreMetric.ValueType  # 2
+"""m / A."""
+SCORE_METRIC_RECALL: ScoreMetric.ValueType  # 3
+"""m / R."""
+SCORE_METRIC_ORDERED_F1: ScoreMetric.ValueType  # 4
+"""2m / (R + A) with m the length of a longest common subsequence."""
+Global___ScoreMetric: _TypeAlias = ScoreMetric  # noqa: Y015
+
 @_typing.final
 class Assertion(_message.Message):
     """Assertion is one check of a trace. Exactly one kind is set."""
@@ -190,6 +222,12 @@ class Assertion(_message.Message):
     GROUNDING_FIELD_NUMBER: _builtins.int
     TRAJECTORY_MATCH_FIELD_NUMBER: _builtins.int
     EXPRESSION_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
+    BUDGET_FIELD_NUMBER: _builtins.int
+    TRAJECTORY_SCORE_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    REPORT_ONLY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Overrides the default result name when set (used verbatim, negated or not)."""
     severity: Global___Severity.ValueType
@@ -198,6 +236,10 @@ class Assertion(_message.Message):
     """
     negate: _builtins.bool
     """Pass iff the base assertion fails; the default result name gets the prefix `not:`."""
+    weight: _builtins.float
+    """The result's weight in mean_score; finite and >= 0; absent means 1.0."""
+    report_only: _builtins.bool
+    """Report the result without counting it in verdict, score, mean_score or soft_failures."""
     @_builtins.property
     def tool_call_args(self) -> Global___ToolCallArgs:
         """Arguments of calls to one tool."""
@@ -250,6 +292,22 @@ class Assertion(_message.Message):
     def expression(self) -> Global___Expression:
         """A CEL expression over the trace."""
 
+    @_builtins.property
+    def duration(self) -> Global___Duration:
+        """Latency bounds on calls (SPEC §12)."""
+
+    @_builtins.property
+    def budget(self) -> Global___Budget:
+        """Token, cost and model-call bounds over the model calls (SPEC §12)."""
+
+    @_builtins.property
+    def trajectory_score(self) -> Global___TrajectoryScore:
+        """Partial credit against a reference trajectory (SPEC §12)."""
+
+    @_builtins.property
+    def scope(self) -> Global___Scope:
+        """Which calls the assertion sees (SPEC §11); absent = every call."""
+
     def __init__(
         self,
         *,
@@ -269,16 +327,239 @@ class Assertion(_message.Message):
         grounding: Global___Grounding | None = ...,
         trajectory_match: Global___TrajectoryMatch | None = ...,
         expression: Global___Expression | None = ...,
+        duration: Global___Duration | None = ...,
+        budget: Global___Budget | None = ...,
+        trajectory_score: Global___TrajectoryScore | None = ...,
+        scope: Global___Scope | None = ...,
+        weight: _builtins.float | None = ...,
+        report_only: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["allowed_tools", b"allowed_tools", "efficiency", b"efficiency", "expression", b"expression", "forbidden_tools", b"forbidden_tools", "grounding", b"grounding", "kind", b"kind", "no_repeated_calls", b"no_repeated_calls", "order", b"order", "step_count", b"step_count", "tool_call_args", b"tool_call_args", "tool_called", b"tool_called", "tool_count", b"tool_count", "tool_sequence", b"tool_sequence", "trajectory_match", b"trajectory_match"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_weight", b"_weight", "allowed_tools", b"allowed_tools", "budget", b"budget", "duration", b"duration", "efficiency", b"efficiency", "expression", b"expression", "forbidden_tools", b"forbidden_tools", "grounding", b"grounding", "kind", b"kind", "no_repeated_calls", b"no_repeated_calls", "order", b"order", "scope", b"scope", "step_count", b"step_count", "tool_call_args", b"tool_call_args", "tool_called", b"tool_called", "tool_count", b"tool_count", "tool_sequence", b"tool_sequence", "trajectory_match", b"trajectory_match", "trajectory_score", b"trajectory_score", "weight", b"weight"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_tools", b"allowed_tools", "efficiency", b"efficiency", "expression", b"expression", "forbidden_tools", b"forbidden_tools", "grounding", b"grounding", "kind", b"kind", "name", b"name", "negate", b"negate", "no_repeated_calls", b"no_repeated_calls", "order", b"order", "severity", b"severity", "step_count", b"step_count", "tool_call_args", b"tool_call_args", "tool_called", b"tool_called", "tool_count", b"tool_count", "tool_sequence", b"tool_sequence", "trajectory_match", b"trajectory_match"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_weight", b"_weight", "allowed_tools", b"allowed_tools", "budget", b"budget", "duration", b"duration", "efficiency", b"efficiency", "expression", b"expression", "forbidden_tools", b"forbidden_tools", "grounding", b"grounding", "kind", b"kind", "name", b"name", "negate", b"negate", "no_repeated_calls", b"no_repeated_calls", "order", b"order", "report_only", b"report_only", "scope", b"scope", "severity", b"severity", "step_count", b"step_count", "tool_call_args", b"tool_call_args", "tool_called", b"tool_called", "tool_count", b"tool_count", "tool_sequence", b"tool_sequence", "trajectory_match", b"trajectory_match", "trajectory_score", b"trajectory_score", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["tool_call_args", "tool_sequence", "allowed_tools", "forbidden_tools", "tool_called", "tool_count", "step_count", "order", "no_repeated_calls", "efficiency", "grounding", "trajectory_match", "expression"]  # noqa: Y015
+    _WhichOneofReturnType__weight: _TypeAlias = _typing.Literal["weight"]  # noqa: Y015
+    _WhichOneofArgType__weight: _TypeAlias = _typing.Literal["_weight", b"_weight"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["tool_call_args", "tool_sequence", "allowed_tools", "forbidden_tools", "tool_called", "tool_count", "step_count", "order", "no_repeated_calls", "efficiency", "grounding", "trajectory_match", "expression", "duration", "budget", "trajectory_score"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__weight) -> _WhichOneofReturnType__weight | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___Assertion: _TypeAlias = Assertion  # noqa: Y015
+
+@_typing.final
+class Scope(_message.Message):
+    """Scope restricts the calls an assertion sees (SPEC §11)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    PER_TURN_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    """Glob over the call's agent path; empty = no filter."""
+    server: _builtins.str
+    """Glob over the call's server; empty = no filter."""
+    turn: _builtins.int
+    """Only the calls of this 1-based turn; 0 = no filter."""
+    per_turn: _builtins.bool
+    """Evaluate the assertion separately on each turn."""
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        server: _builtins.str = ...,
+        turn: _builtins.int = ...,
+        per_turn: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "per_turn", b"per_turn", "server", b"server", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Scope: _TypeAlias = Scope  # noqa: Y015
+
+@_typing.final
+class Tolerance(_message.Message):
+    """Tolerance lets JSON numbers compare equal within bounds (SPEC §12)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ABS_FIELD_NUMBER: _builtins.int
+    REL_FIELD_NUMBER: _builtins.int
+    PATHS_FIELD_NUMBER: _builtins.int
+    abs: _builtins.float
+    """Absolute tolerance (>= 0)."""
+    rel: _builtins.float
+    """Relative tolerance (>= 0), times the larger magnitude."""
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Key paths the tolerance applies to (and everything under them); empty = every number."""
+
+    def __init__(
+        self,
+        *,
+        abs: _builtins.float = ...,
+        rel: _builtins.float = ...,
+        paths: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["abs", b"abs", "paths", b"paths", "rel", b"rel"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Tolerance: _TypeAlias = Tolerance  # noqa: Y015
+
+@_typing.final
+class Duration(_message.Message):
+    """Duration bounds the latency of calls (SPEC §12)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOOL_FIELD_NUMBER: _builtins.int
+    GLOB_FIELD_NUMBER: _builtins.int
+    IGNORE_CASE_FIELD_NUMBER: _builtins.int
+    MAX_CALL_MS_FIELD_NUMBER: _builtins.int
+    MAX_TOTAL_MS_FIELD_NUMBER: _builtins.int
+    tool: _builtins.str
+    """Exact tool name (or `glob`; neither = every call in scope)."""
+    glob: _builtins.str
+    """Glob over tool names."""
+    ignore_case: _builtins.bool
+    """Compare names case-insensitively."""
+    max_call_ms: _builtins.int
+    """Most milliseconds any one considered call may take."""
+    max_total_ms: _builtins.int
+    """Most milliseconds the considered calls may take together."""
+    def __init__(
+        self,
+        *,
+        tool: _builtins.str = ...,
+        glob: _builtins.str = ...,
+        ignore_case: _builtins.bool = ...,
+        max_call_ms: _builtins.int | None = ...,
+        max_total_ms: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_call_ms", b"_max_call_ms", "_max_total_ms", b"_max_total_ms", "max_call_ms", b"max_call_ms", "max_total_ms", b"max_total_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_call_ms", b"_max_call_ms", "_max_total_ms", b"_max_total_ms", "glob", b"glob", "ignore_case", b"ignore_case", "max_call_ms", b"max_call_ms", "max_total_ms", b"max_total_ms", "tool", b"tool"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_call_ms: _TypeAlias = _typing.Literal["max_call_ms"]  # noqa: Y015
+    _WhichOneofArgType__max_call_ms: _TypeAlias = _typing.Literal["_max_call_ms", b"_max_call_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_total_ms: _TypeAlias = _typing.Literal["max_total_ms"]  # noqa: Y015
+    _WhichOneofArgType__max_total_ms: _TypeAlias = _typing.Literal["_max_total_ms", b"_max_total_ms"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_call_ms) -> _WhichOneofReturnType__max_call_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_total_ms) -> _WhichOneofReturnType__max_total_ms | None: ...
+
+Global___Duration: _TypeAlias = Duration  # noqa: Y015
+
+@_typing.final
+class Budget(_message.Message):
+    """Budget bounds the tokens, cost and number of the model calls in scope (SPEC §12)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_TOTAL_TOKENS_FIELD_NUMBER: _builtins.int
+    MAX_COST_FIELD_NUMBER: _builtins.int
+    MAX_MODEL_CALLS_FIELD_NUMBER: _builtins.int
+    max_input_tokens: _builtins.int
+    """Most input tokens."""
+    max_output_tokens: _builtins.int
+    """Most output tokens."""
+    max_total_tokens: _builtins.int
+    """Most input plus output tokens."""
+    max_cost: _builtins.float
+    """Most cost (finite, >= 0); every model call must record its cost."""
+    max_model_calls: _builtins.int
+    """Most model calls."""
+    def __init__(
+        self,
+        *,
+        max_input_tokens: _builtins.int | None = ...,
+        max_output_tokens: _builtins.int | None = ...,
+        max_total_tokens: _builtins.int | None = ...,
+        max_cost: _builtins.float | None = ...,
+        max_model_calls: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_input_tokens", b"_max_input_tokens", "_max_model_calls", b"_max_model_calls", "_max_output_tokens", b"_max_output_tokens", "_max_total_tokens", b"_max_total_tokens", "max_cost", b"max_cost", "max_input_tokens", b"max_input_tokens", "max_model_calls", b"max_model_calls", "max_output_tokens", b"max_output_tokens", "max_total_tokens", b"max_total_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost", "_max_input_tokens", b"_max_input_tokens", "_max_model_calls", b"_max_model_calls", "_max_output_tokens", b"_max_output_tokens", "_max_total_tokens", b"_max_total_tokens", "max_cost", b"max_cost", "max_input_tokens", b"max_input_tokens", "max_model_calls", b"max_model_calls", "max_output_tokens", b"max_output_tokens", "max_total_tokens", b"max_total_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_cost: _TypeAlias = _typing.Literal["max_cost"]  # noqa: Y015
+    _WhichOneofArgType__max_cost: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost"]  # noqa: Y015
+    _WhichOneofReturnType__max_input_tokens: _TypeAlias = _typing.Literal["max_input_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_input_tokens: _TypeAlias = _typing.Literal["_max_input_tokens", b"_max_input_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__max_model_calls: _TypeAlias = _typing.Literal["max_model_calls"]  # noqa: Y015
+    _WhichOneofArgType__max_model_calls: _TypeAlias = _typing.Literal["_max_model_calls", b"_max_model_calls"]  # noqa: Y015
+    _WhichOneofReturnType__max_output_tokens: _TypeAlias = _typing.Literal["max_output_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_output_tokens: _TypeAlias = _typing.Literal["_max_output_tokens", b"_max_output_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__max_total_tokens: _TypeAlias = _typing.Literal["max_total_tokens"]  # noqa: Y015
+    _WhichOneofArgType__max_total_tokens: _TypeAlias = _typing.Literal["_max_total_tokens", b"_max_total_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_cost) -> _WhichOneofReturnType__max_cost | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_input_tokens) -> _WhichOneofReturnType__max_input_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_model_calls) -> _WhichOneofReturnType__max_model_calls | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_output_tokens) -> _WhichOneofReturnType__max_output_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_total_tokens) -> _WhichOneofReturnType__max_total_tokens | None: ...
+
+Global___Budget: _TypeAlias = Budget  # noqa: Y015
+
+@_typing.final
+class TrajectoryScore(_message.Message):
+    """TrajectoryScore scores the calls against a reference trajectory (SPEC §12)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REFERENCE_FIELD_NUMBER: _builtins.int
+    ARGS_FIELD_NUMBER: _builtins.int
+    OVERRIDES_FIELD_NUMBER: _builtins.int
+    METRIC_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
+    args: Global___MatchMode.ValueType
+    """EXACT (default), SUBSET, PARTIAL or IGNORE."""
+    metric: Global___ScoreMetric.ValueType
+    """F1 (default), PRECISION, RECALL or ORDERED_F1."""
+    min_score: _builtins.float
+    """Lowest passing score in [0, 1]; absent means 1.0."""
+    @_builtins.property
+    def reference(self) -> _containers.RepeatedCompositeFieldContainer[_trace_pb2.ToolCall]:
+        """The reference calls, at least one."""
+
+    @_builtins.property
+    def overrides(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolOverride]:
+        """Per-tool argument settings."""
+
+    def __init__(
+        self,
+        *,
+        reference: _abc.Iterable[_trace_pb2.ToolCall] | None = ...,
+        args: Global___MatchMode.ValueType = ...,
+        overrides: _abc.Iterable[Global___ToolOverride] | None = ...,
+        metric: Global___ScoreMetric.ValueType = ...,
+        min_score: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "min_score", b"min_score"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_min_score", b"_min_score", "args", b"args", "metric", b"metric", "min_score", b"min_score", "overrides", b"overrides", "reference", b"reference"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__min_score: _TypeAlias = _typing.Literal["min_score"]  # noqa: Y015
+    _WhichOneofArgType__min_score: _TypeAlias = _typing.Literal["_min_score", b"_min_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_score) -> _WhichOneofReturnType__min_score | None: ...
+
+Global___TrajectoryScore: _TypeAlias = TrajectoryScore  # noqa: Y015
 
 @_typing.final
 class ToolCallArgs(_message.Message):
@@ -328,6 +609,7 @@ class ArgsMatch(_message.Message):
     FLAGS_FIELD_NUMBER: _builtins.int
     IGNORE_FIELD_NUMBER: _builtins.int
     DEFAULTS_JSON_FIELD_NUMBER: _builtins.int
+    TOLERANCE_FIELD_NUMBER: _builtins.int
     mode: Global___MatchMode.ValueType
     """EXACT (default), SUBSET, PARTIAL, REGEX; IGNORE only in sequence steps and trajectories."""
     args_json: _builtins.str
@@ -342,6 +624,10 @@ class ArgsMatch(_message.Message):
     def ignore(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Key paths (`a`, `a.b`, `items[].sku`) removed from both sides before comparing."""
 
+    @_builtins.property
+    def tolerance(self) -> Global___Tolerance:
+        """Numeric tolerance (EXACT, SUBSET, PARTIAL)."""
+
     def __init__(
         self,
         *,
@@ -351,10 +637,11 @@ class ArgsMatch(_message.Message):
         flags: _builtins.str = ...,
         ignore: _abc.Iterable[_builtins.str] | None = ...,
         defaults_json: _builtins.str = ...,
+        tolerance: Global___Tolerance | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tolerance", b"tolerance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "defaults_json", b"defaults_json", "flags", b"flags", "ignore", b"ignore", "mode", b"mode", "pattern", b"pattern"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "defaults_json", b"defaults_json", "flags", b"flags", "ignore", b"ignore", "mode", b"mode", "pattern", b"pattern", "tolerance", b"tolerance"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -707,6 +994,7 @@ class ToolOverride(_message.Message):
     TOOL_FIELD_NUMBER: _builtins.int
     ARGS_FIELD_NUMBER: _builtins.int
     IGNORE_FIELD_NUMBER: _builtins.int
+    TOLERANCE_FIELD_NUMBER: _builtins.int
     tool: _builtins.str
     """Exact tool name."""
     args: Global___MatchMode.ValueType
@@ -715,16 +1003,21 @@ class ToolOverride(_message.Message):
     def ignore(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Key paths ignored on both sides for this tool."""
 
+    @_builtins.property
+    def tolerance(self) -> Global___Tolerance:
+        """Numeric tolerance for this tool's arguments."""
+
     def __init__(
         self,
         *,
         tool: _builtins.str = ...,
         args: Global___MatchMode.ValueType = ...,
         ignore: _abc.Iterable[_builtins.str] | None = ...,
+        tolerance: Global___Tolerance | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["tolerance", b"tolerance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "ignore", b"ignore", "tool", b"tool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "ignore", b"ignore", "tolerance", b"tolerance", "tool", b"tool"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -25,23 +25,23 @@ _sym_db = _symbol_database.Default()
 from trajgrade.v1 import assertion_pb2 as trajgrade_dot_v1_dot_assertion__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19trajgrade/v1/result.proto\x12\x0ctrajgrade.v1\x1a\x1ctrajgrade/v1/assertion.proto\"\xaf\x01\n\x0bGradeResult\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x10\n\x08suite_id\x18\x02 \x01(\t\x12&\n\x07verdict\x18\x03 \x01(\x0e\x32\x15.trajgrade.v1.Verdict\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x15\n\rsoft_failures\x18\x05 \x01(\r\x12.\n\x07results\x18\x06 \x03(\x0b\x32\x1d.trajgrade.v1.AssertionResult\"\xb0\x01\n\x0f\x41ssertionResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x1d.trajgrade.v1.AssertionStatus\x12(\n\x08severity\x18\x03 \x01(\x0e\x32\x16.trajgrade.v1.Severity\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x11\n\tpositions\x18\x06 \x03(\r\"p\n\x0cTraceOutcome\x12+\n\x06result\x18\x01 \x01(\x0b\x32\x19.trajgrade.v1.GradeResultH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.trajgrade.v1.ItemErrorH\x00\x42\t\n\x07outcome\"R\n\tItemError\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x13\n\x0breason_code\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t*F\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x10\n\x0cVERDICT_PASS\x10\x01\x12\x10\n\x0cVERDICT_FAIL\x10\x02*i\n\x0f\x41ssertionStatus\x12 \n\x1c\x41SSERTION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41SSERTION_STATUS_PASS\x10\x01\x12\x19\n\x15\x41SSERTION_STATUS_FAIL\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19trajgrade/v1/result.proto\x12\x0ctrajgrade.v1\x1a\x1ctrajgrade/v1/assertion.proto\"\xc3\x01\n\x0bGradeResult\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x10\n\x08suite_id\x18\x02 \x01(\t\x12&\n\x07verdict\x18\x03 \x01(\x0e\x32\x15.trajgrade.v1.Verdict\x12\r\n\x05score\x18\x04 \x01(\x01\x12\x15\n\rsoft_failures\x18\x05 \x01(\r\x12.\n\x07results\x18\x06 \x03(\x0b\x32\x1d.trajgrade.v1.AssertionResult\x12\x12\n\nmean_score\x18\x07 \x01(\x01\"\xbf\x01\n\x0f\x41ssertionResult\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x06status\x18\x02 \x01(\x0e\x32\x1d.trajgrade.v1.AssertionStatus\x12(\n\x08severity\x18\x03 \x01(\x0e\x32\x16.trajgrade.v1.Severity\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x11\n\tpositions\x18\x06 \x03(\r\x12\r\n\x05score\x18\x07 \x01(\x01\"p\n\x0cTraceOutcome\x12+\n\x06result\x18\x01 \x01(\x0b\x32\x19.trajgrade.v1.GradeResultH\x00\x12(\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.trajgrade.v1.ItemErrorH\x00\x42\t\n\x07outcome\"R\n\tItemError\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x13\n\x0breason_code\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t*F\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x10\n\x0cVERDICT_PASS\x10\x01\x12\x10\n\x0cVERDICT_FAIL\x10\x02*i\n\x0f\x41ssertionStatus\x12 \n\x1c\x41SSERTION_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41SSERTION_STATUS_PASS\x10\x01\x12\x19\n\x15\x41SSERTION_STATUS_FAIL\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'trajgrade.v1.result_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VERDICT']._serialized_start=628
-  _globals['_VERDICT']._serialized_end=698
-  _globals['_ASSERTIONSTATUS']._serialized_start=700
-  _globals['_ASSERTIONSTATUS']._serialized_end=805
+  _globals['_VERDICT']._serialized_start=663
+  _globals['_VERDICT']._serialized_end=733
+  _globals['_ASSERTIONSTATUS']._serialized_start=735
+  _globals['_ASSERTIONSTATUS']._serialized_end=840
   _globals['_GRADERESULT']._serialized_start=74
-  _globals['_GRADERESULT']._serialized_end=249
-  _globals['_ASSERTIONRESULT']._serialized_start=252
-  _globals['_ASSERTIONRESULT']._serialized_end=428
-  _globals['_TRACEOUTCOME']._serialized_start=430
-  _globals['_TRACEOUTCOME']._serialized_end=542
-  _globals['_ITEMERROR']._serialized_start=544
-  _globals['_ITEMERROR']._serialized_end=626
+  _globals['_GRADERESULT']._serialized_end=269
+  _globals['_ASSERTIONRESULT']._serialized_start=272
+  _globals['_ASSERTIONRESULT']._serialized_end=463
+  _globals['_TRACEOUTCOME']._serialized_start=465
+  _globals['_TRACEOUTCOME']._serialized_end=577
+  _globals['_ITEMERROR']._serialized_start=579
+  _globals['_ITEMERROR']._serialized_end=661
 # @@protoc_insertion_point(module_scope)

@@ -80,6 +80,7 @@ class GradeResult(_message.Message):
     SCORE_FIELD_NUMBER: _builtins.int
     SOFT_FAILURES_FIELD_NUMBER: _builtins.int
     RESULTS_FIELD_NUMBER: _builtins.int
+    MEAN_SCORE_FIELD_NUMBER: _builtins.int
     trace_id: _builtins.str
     """The trace's id."""
     suite_id: _builtins.str
@@ -90,6 +91,8 @@ class GradeResult(_message.Message):
     """Fraction of results that pass."""
     soft_failures: _builtins.int
     """Number of failing SOFT results."""
+    mean_score: _builtins.float
+    """Weighted mean of the counted results' scores, rounded to 4 decimal places (SPEC §13)."""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___AssertionResult]:
         """One result per assertion, in suite order."""
@@ -103,10 +106,11 @@ class GradeResult(_message.Message):
         score: _builtins.float = ...,
         soft_failures: _builtins.int = ...,
         results: _abc.Iterable[Global___AssertionResult] | None = ...,
+        mean_score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results", "score", b"score", "soft_failures", b"soft_failures", "suite_id", b"suite_id", "trace_id", b"trace_id", "verdict", b"verdict"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mean_score", b"mean_score", "results", b"results", "score", b"score", "soft_failures", b"soft_failures", "suite_id", b"suite_id", "trace_id", b"trace_id", "verdict", b"verdict"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -124,6 +128,7 @@ class AssertionResult(_message.Message):
     REASON_CODE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     POSITIONS_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """The assertion's name (explicit, or the kind's default name)."""
     status: Global___AssertionStatus.ValueType
@@ -134,6 +139,10 @@ class AssertionResult(_message.Message):
     """Stable UPPER_SNAKE reason code (SPEC §4); empty on pass."""
     reason: _builtins.str
     """One human sentence; empty on pass."""
+    score: _builtins.float
+    """1.0 or 0.0 for pass/fail kinds; the metric for trajectory_score; the turns' mean under
+    per_turn (SPEC §13).
+    """
     @_builtins.property
     def positions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """1-based call positions that satisfied the assertion or caused the failure."""
@@ -147,10 +156,11 @@ class AssertionResult(_message.Message):
         reason_code: _builtins.str = ...,
         reason: _builtins.str = ...,
         positions: _abc.Iterable[_builtins.int] | None = ...,
+        score: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "positions", b"positions", "reason", b"reason", "reason_code", b"reason_code", "severity", b"severity", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "positions", b"positions", "reason", b"reason", "reason_code", b"reason_code", "score", b"score", "severity", b"severity", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18trajgrade/v1/trace.proto\x12\x0ctrajgrade.v1\"\xb6\x01\n\x05Trace\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x05\x63\x61lls\x18\x02 \x03(\x0b\x32\x16.trajgrade.v1.ToolCall\x12\x14\n\x0c\x66inal_answer\x18\x03 \x01(\t\x12\x33\n\x08metadata\x18\x04 \x03(\x0b\x32!.trajgrade.v1.Trace.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbd\x01\n\x08ToolCall\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x0e\x61rguments_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06result\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05\x65rror\x18\x04 \x01(\x08\x12\n\n\x02id\x18\x05 \x01(\t\x12\x1c\n\x14start_time_unix_nano\x18\x06 \x01(\x04\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x07 \x01(\x04\x42\x11\n\x0f_arguments_jsonB\t\n\x07_resultb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18trajgrade/v1/trace.proto\x12\x0ctrajgrade.v1\"\x87\x02\n\x05Trace\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x05\x63\x61lls\x18\x02 \x03(\x0b\x32\x16.trajgrade.v1.ToolCall\x12\x14\n\x0c\x66inal_answer\x18\x03 \x01(\t\x12\x33\n\x08metadata\x18\x04 \x03(\x0b\x32!.trajgrade.v1.Trace.MetadataEntry\x12,\n\x0bmodel_calls\x18\x05 \x03(\x0b\x32\x17.trajgrade.v1.ModelCall\x12!\n\x05turns\x18\x06 \x03(\x0b\x32\x12.trajgrade.v1.Turn\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xea\x01\n\x08ToolCall\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1b\n\x0e\x61rguments_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06result\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\r\n\x05\x65rror\x18\x04 \x01(\x08\x12\n\n\x02id\x18\x05 \x01(\t\x12\x1c\n\x14start_time_unix_nano\x18\x06 \x01(\x04\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x07 \x01(\x04\x12\x0c\n\x04turn\x18\x08 \x01(\r\x12\r\n\x05\x61gent\x18\t \x01(\t\x12\x0e\n\x06server\x18\n \x01(\tB\x11\n\x0f_arguments_jsonB\t\n\x07_result\"\xba\x01\n\tModelCall\x12\r\n\x05model\x18\x01 \x01(\t\x12\x14\n\x0cinput_tokens\x18\x02 \x01(\x04\x12\x15\n\routput_tokens\x18\x03 \x01(\x04\x12\x11\n\x04\x63ost\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x0c\n\x04turn\x18\x05 \x01(\r\x12\r\n\x05\x61gent\x18\x06 \x01(\t\x12\x1c\n\x14start_time_unix_nano\x18\x07 \x01(\x04\x12\x1a\n\x12\x65nd_time_unix_nano\x18\x08 \x01(\x04\x42\x07\n\x05_cost\"0\n\x04Turn\x12\x12\n\nuser_input\x18\x01 \x01(\t\x12\x14\n\x0c\x66inal_answer\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,9 +34,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRACE_METADATAENTRY']._loaded_options = None
   _globals['_TRACE_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_TRACE']._serialized_start=43
-  _globals['_TRACE']._serialized_end=225
-  _globals['_TRACE_METADATAENTRY']._serialized_start=178
-  _globals['_TRACE_METADATAENTRY']._serialized_end=225
-  _globals['_TOOLCALL']._serialized_start=228
-  _globals['_TOOLCALL']._serialized_end=417
+  _globals['_TRACE']._serialized_end=306
+  _globals['_TRACE_METADATAENTRY']._serialized_start=259
+  _globals['_TRACE_METADATAENTRY']._serialized_end=306
+  _globals['_TOOLCALL']._serialized_start=309
+  _globals['_TOOLCALL']._serialized_end=543
+  _globals['_MODELCALL']._serialized_start=546
+  _globals['_MODELCALL']._serialized_end=732
+  _globals['_TURN']._serialized_start=734
+  _globals['_TURN']._serialized_end=782
 # @@protoc_insertion_point(module_scope)

@@ -48,6 +48,8 @@ class Trace(_message.Message):
     CALLS_FIELD_NUMBER: _builtins.int
     FINAL_ANSWER_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    MODEL_CALLS_FIELD_NUMBER: _builtins.int
+    TURNS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """Caller's id, echoed in every result."""
     final_answer: _builtins.str
@@ -60,6 +62,14 @@ class Trace(_message.Message):
     def metadata(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Free-form string map, echoed and usable in expressions."""
 
+    @_builtins.property
+    def model_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelCall]:
+        """The LLM calls of the run, in order (SPEC §10)."""
+
+    @_builtins.property
+    def turns(self) -> _containers.RepeatedCompositeFieldContainer[Global___Turn]:
+        """Optional per-turn text; element k-1 is turn k (SPEC §10)."""
+
     def __init__(
         self,
         *,
@@ -67,10 +77,12 @@ class Trace(_message.Message):
         calls: _abc.Iterable[Global___ToolCall] | None = ...,
         final_answer: _builtins.str = ...,
         metadata: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        model_calls: _abc.Iterable[Global___ModelCall] | None = ...,
+        turns: _abc.Iterable[Global___Turn] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "final_answer", b"final_answer", "id", b"id", "metadata", b"metadata"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calls", b"calls", "final_answer", b"final_answer", "id", b"id", "metadata", b"metadata", "model_calls", b"model_calls", "turns", b"turns"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -89,6 +101,9 @@ class ToolCall(_message.Message):
     ID_FIELD_NUMBER: _builtins.int
     START_TIME_UNIX_NANO_FIELD_NUMBER: _builtins.int
     END_TIME_UNIX_NANO_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    SERVER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Tool name, an exact string."""
     arguments_json: _builtins.str
@@ -100,9 +115,15 @@ class ToolCall(_message.Message):
     id: _builtins.str
     """Caller's id of the call (provenance only)."""
     start_time_unix_nano: _builtins.int
-    """Start time in nanoseconds since the Unix epoch (provenance only)."""
+    """Start time in nanoseconds since the Unix epoch; with the end time gives the call's duration."""
     end_time_unix_nano: _builtins.int
-    """End time in nanoseconds since the Unix epoch (provenance only)."""
+    """End time in nanoseconds since the Unix epoch; 0 means the timing is not recorded."""
+    turn: _builtins.int
+    """1-based user turn (ADK invocation) of the call; 0 means not recorded, read as turn 1."""
+    agent: _builtins.str
+    """Agent or sub-agent that made the call, nested agents as a `/` path; empty = the root agent."""
+    server: _builtins.str
+    """MCP server or toolset that served the tool; empty = unknown."""
     def __init__(
         self,
         *,
@@ -113,10 +134,13 @@ class ToolCall(_message.Message):
         id: _builtins.str = ...,
         start_time_unix_nano: _builtins.int = ...,
         end_time_unix_nano: _builtins.int = ...,
+        turn: _builtins.int = ...,
+        agent: _builtins.str = ...,
+        server: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_arguments_json", b"_arguments_json", "_result", b"_result", "arguments_json", b"arguments_json", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_arguments_json", b"_arguments_json", "_result", b"_result", "arguments_json", b"arguments_json", "end_time_unix_nano", b"end_time_unix_nano", "error", b"error", "id", b"id", "name", b"name", "result", b"result", "start_time_unix_nano", b"start_time_unix_nano"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_arguments_json", b"_arguments_json", "_result", b"_result", "agent", b"agent", "arguments_json", b"arguments_json", "end_time_unix_nano", b"end_time_unix_nano", "error", b"error", "id", b"id", "name", b"name", "result", b"result", "server", b"server", "start_time_unix_nano", b"start_time_unix_nano", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__arguments_json: _TypeAlias = _typing.Literal["arguments_json"]  # noqa: Y015
     _WhichOneofArgType__arguments_json: _TypeAlias = _typing.Literal["_arguments_json", b"_arguments_json"]  # noqa: Y015
@@ -128,3 +152,81 @@ class ToolCall(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__result) -> _WhichOneofReturnType__result | None: ...
 
 Global___ToolCall: _TypeAlias = ToolCall  # noqa: Y015
+
+@_typing.final
+class ModelCall(_message.Message):
+    """ModelCall is one LLM call of the run (SPEC §10)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MODEL_FIELD_NUMBER: _builtins.int
+    INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    COST_FIELD_NUMBER: _builtins.int
+    TURN_FIELD_NUMBER: _builtins.int
+    AGENT_FIELD_NUMBER: _builtins.int
+    START_TIME_UNIX_NANO_FIELD_NUMBER: _builtins.int
+    END_TIME_UNIX_NANO_FIELD_NUMBER: _builtins.int
+    model: _builtins.str
+    """Model name."""
+    input_tokens: _builtins.int
+    """Input (prompt) tokens."""
+    output_tokens: _builtins.int
+    """Output (completion) tokens."""
+    cost: _builtins.float
+    """Cost in the caller's currency unit; absent means not recorded."""
+    turn: _builtins.int
+    """1-based user turn; 0 means not recorded, read as turn 1."""
+    agent: _builtins.str
+    """Agent that made the call (`/` path); empty = the root agent."""
+    start_time_unix_nano: _builtins.int
+    """Start time in nanoseconds since the Unix epoch."""
+    end_time_unix_nano: _builtins.int
+    """End time in nanoseconds since the Unix epoch."""
+    def __init__(
+        self,
+        *,
+        model: _builtins.str = ...,
+        input_tokens: _builtins.int = ...,
+        output_tokens: _builtins.int = ...,
+        cost: _builtins.float | None = ...,
+        turn: _builtins.int = ...,
+        agent: _builtins.str = ...,
+        start_time_unix_nano: _builtins.int = ...,
+        end_time_unix_nano: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cost", b"_cost", "cost", b"cost"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cost", b"_cost", "agent", b"agent", "cost", b"cost", "end_time_unix_nano", b"end_time_unix_nano", "input_tokens", b"input_tokens", "model", b"model", "output_tokens", b"output_tokens", "start_time_unix_nano", b"start_time_unix_nano", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cost: _TypeAlias = _typing.Literal["cost"]  # noqa: Y015
+    _WhichOneofArgType__cost: _TypeAlias = _typing.Literal["_cost", b"_cost"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cost) -> _WhichOneofReturnType__cost | None: ...
+
+Global___ModelCall: _TypeAlias = ModelCall  # noqa: Y015
+
+@_typing.final
+class Turn(_message.Message):
+    """Turn is the text of one user turn (SPEC §10)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_INPUT_FIELD_NUMBER: _builtins.int
+    FINAL_ANSWER_FIELD_NUMBER: _builtins.int
+    user_input: _builtins.str
+    """The user's message that started the turn."""
+    final_answer: _builtins.str
+    """The agent's last text to the user in this turn."""
+    def __init__(
+        self,
+        *,
+        user_input: _builtins.str = ...,
+        final_answer: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["final_answer", b"final_answer", "user_input", b"user_input"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Turn: _TypeAlias = Turn  # noqa: Y015

@@ -387,6 +387,7 @@ impl<'a> ArrowTraces<'a> {
                     id: text(self.call_id, j).to_owned(),
                     start_time_unix_nano: self.start.map_or(0, |t| t.u64(j)),
                     end_time_unix_nano: self.end.map_or(0, |t| t.u64(j)),
+                    ..ToolCall::default()
                 }
             })
             .collect();
@@ -399,6 +400,7 @@ impl<'a> ArrowTraces<'a> {
             calls,
             final_answer: text(self.final_answer, row).to_owned(),
             metadata,
+            ..Trace::default()
         }
     }
 }

@@ -87,7 +87,7 @@ impl CoreError {
     }
 }
 
-/// Reason codes of failing assertion results (SPEC §4). They only grow; never rename one.
+/// Reason codes of failing assertion results (SPEC §4, §12). They only grow; never rename one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     ToolNotCalled,
@@ -108,6 +108,11 @@ pub enum Reason {
     ExpressionFalse,
     ExpressionError,
     NegatedHeld,
+    TimingNotRecorded,
+    TooSlow,
+    CostNotRecorded,
+    OverBudget,
+    ScoreBelowMin,
 }
 
 impl Reason {
@@ -132,6 +137,11 @@ impl Reason {
             Reason::ExpressionFalse => "EXPRESSION_FALSE",
             Reason::ExpressionError => "EXPRESSION_ERROR",
             Reason::NegatedHeld => "NEGATED_HELD",
+            Reason::TimingNotRecorded => "TIMING_NOT_RECORDED",
+            Reason::TooSlow => "TOO_SLOW",
+            Reason::CostNotRecorded => "COST_NOT_RECORDED",
+            Reason::OverBudget => "OVER_BUDGET",
+            Reason::ScoreBelowMin => "SCORE_BELOW_MIN",
         }
     }
 }

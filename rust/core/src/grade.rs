@@ -71,6 +71,7 @@ impl CompiledAssertion {
             reason_code: ran.reason_code.to_owned(),
             reason: ran.reason,
             positions: ran.positions,
+            score: 0.0,
         }
     }
 }
@@ -155,6 +156,7 @@ pub fn grade_view(
         score,
         soft_failures,
         results,
+        mean_score: 0.0,
     })
 }
 

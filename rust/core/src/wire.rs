@@ -446,11 +446,13 @@ mod tests {
                     id: "c1".to_owned(),
                     start_time_unix_nano: 5,
                     end_time_unix_nano: u64::MAX,
+                    ..ToolCall::default()
                 },
                 ToolCall::default(),
             ],
             final_answer: "ok".to_owned(),
             metadata: [("k".to_owned(), "v".to_owned())].into_iter().collect(),
+            ..Trace::default()
         };
         let bytes = t.encode_to_vec();
         let p = decode_trace(&bytes).expect("decodes");

@@ -161,6 +161,7 @@ fn random_trace(r: &mut Rng, id: usize, names: &[String], texts: &[String]) -> T
         final_answer: (*r.pick(&["", "Refunded 50.00 USD.", "Order 42: 1,250.50 refunded", "ok"]))
             .to_owned(),
         metadata: [("k".to_owned(), "v".to_owned())].into_iter().collect(),
+        ..Trace::default()
     }
 }
 

@@ -145,7 +145,11 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
             let k = expression::ExpressionCheck::compile(m, &format!("{path}.expression"), c)?;
             (Kind::Expression(k), "expression".to_owned(), false)
         }
+        K::Duration(_) => return not_yet(c, path, "duration"),
+        K::Budget(_) => return not_yet(c, path, "budget"),
+        K::TrajectoryScore(_) => return not_yet(c, path, "trajectory_score"),
     };
+    v2_options_not_yet(a, path, c);
     let severity = match Severity::try_from(a.severity) {
         Ok(Severity::Hard) => Severity::Hard,
         Ok(Severity::Soft) => Severity::Soft,
@@ -160,6 +164,51 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
         default_name
     };
     Some(CompiledAssertion { name, severity, negate: a.negate, kind })
+}
+
+/// A SPEC v2 kind this build does not grade yet: rejected at its field, never ignored.
+fn not_yet(c: &mut Compiler<'_>, path: &str, field: &str) -> Option<CompiledAssertion> {
+    c.problem(format!("{path}.{field}"), format!("{field} (SPEC v2) is not supported yet"));
+    None
+}
+
+/// SPEC v2 options this build does not grade yet: each rejected at its field path.
+fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
+    use crate::proto::v1::ArgsMatch;
+    use assertion::Kind as K;
+    let mut reject = |field: String| {
+        c.problem(field, "this SPEC v2 option is not supported yet");
+    };
+    if a.scope.is_some() {
+        reject(format!("{path}.scope"));
+    }
+    if a.weight.is_some() {
+        reject(format!("{path}.weight"));
+    }
+    if a.report_only {
+        reject(format!("{path}.report_only"));
+    }
+    let tolerant = |m: Option<&ArgsMatch>| m.is_some_and(|m| m.tolerance.is_some());
+    match &a.kind {
+        Some(K::ToolCallArgs(m)) if tolerant(m.r#match.as_ref()) => {
+            reject(format!("{path}.tool_call_args.match.tolerance"));
+        }
+        Some(K::ToolSequence(m)) => {
+            for (j, step) in m.steps.iter().enumerate() {
+                if tolerant(step.r#match.as_ref()) {
+                    reject(format!("{path}.tool_sequence.steps[{j}].match.tolerance"));
+                }
+            }
+        }
+        Some(K::TrajectoryMatch(m)) => {
+            for (k, o) in m.overrides.iter().enumerate() {
+                if o.tolerance.is_some() {
+                    reject(format!("{path}.trajectory_match.overrides[{k}].tolerance"));
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Positions as the wire wants them: 1-based from a 0-based index.
@@ -218,5 +267,41 @@ pub(crate) mod testing {
             Ok(_) => panic!("{assertion} should be rejected"),
             Err(e) => e.field().to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod v2_pending_tests {
+    use super::testing::{rejected_field, suite};
+
+    #[test]
+    fn v2_kinds_and_options_not_graded_yet_are_rejected_at_their_field() {
+        for (assertion, field) in [
+            (r#"{"duration":{"max_call_ms":"1"}}"#, "assertions[0].duration"),
+            (r#"{"budget":{"max_total_tokens":"1"}}"#, "assertions[0].budget"),
+            (
+                r#"{"trajectory_score":{"reference":[{"name":"a"}]}}"#,
+                "assertions[0].trajectory_score",
+            ),
+            (r#"{"tool_called":{"tool":"a"},"scope":{"agent":"b"}}"#, "assertions[0].scope"),
+            (r#"{"tool_called":{"tool":"a"},"weight":2}"#, "assertions[0].weight"),
+            (r#"{"tool_called":{"tool":"a"},"report_only":true}"#, "assertions[0].report_only"),
+            (
+                r#"{"tool_call_args":{"tool":"a","match":{"tolerance":{"abs":1}}}}"#,
+                "assertions[0].tool_call_args.match.tolerance",
+            ),
+            (
+                r#"{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"a","match":{"tolerance":{}}}]}}"#,
+                "assertions[0].tool_sequence.steps[1].match.tolerance",
+            ),
+            (
+                r#"{"trajectory_match":{"reference":[{"name":"a"}],"overrides":[{"tool":"a","tolerance":{}}]}}"#,
+                "assertions[0].trajectory_match.overrides[0].tolerance",
+            ),
+        ] {
+            assert_eq!(rejected_field(assertion), field, "{assertion}");
+        }
+        // Explicit v1 defaults of the new fields are not v2 use.
+        assert!(suite(r#"{"tool_called":{"tool":"a"},"report_only":false}"#).is_ok());
     }
 }

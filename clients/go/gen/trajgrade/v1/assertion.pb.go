@@ -314,6 +314,67 @@ func (TrajectoryMode) EnumDescriptor() ([]byte, []int) {
 	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{4}
 }
 
+// ScoreMetric says how trajectory_score scores a pairing.
+type ScoreMetric int32
+
+const (
+	// Same as F1.
+	ScoreMetric_SCORE_METRIC_UNSPECIFIED ScoreMetric = 0
+	// 2m / (R + A) with m the size of a maximum matching.
+	ScoreMetric_SCORE_METRIC_F1 ScoreMetric = 1
+	// m / A.
+	ScoreMetric_SCORE_METRIC_PRECISION ScoreMetric = 2
+	// m / R.
+	ScoreMetric_SCORE_METRIC_RECALL ScoreMetric = 3
+	// 2m / (R + A) with m the length of a longest common subsequence.
+	ScoreMetric_SCORE_METRIC_ORDERED_F1 ScoreMetric = 4
+)
+
+// Enum value maps for ScoreMetric.
+var (
+	ScoreMetric_name = map[int32]string{
+		0: "SCORE_METRIC_UNSPECIFIED",
+		1: "SCORE_METRIC_F1",
+		2: "SCORE_METRIC_PRECISION",
+		3: "SCORE_METRIC_RECALL",
+		4: "SCORE_METRIC_ORDERED_F1",
+	}
+	ScoreMetric_value = map[string]int32{
+		"SCORE_METRIC_UNSPECIFIED": 0,
+		"SCORE_METRIC_F1":          1,
+		"SCORE_METRIC_PRECISION":   2,
+		"SCORE_METRIC_RECALL":      3,
+		"SCORE_METRIC_ORDERED_F1":  4,
+	}
+)
+
+func (x ScoreMetric) Enum() *ScoreMetric {
+	p := new(ScoreMetric)
+	*p = x
+	return p
+}
+
+func (x ScoreMetric) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScoreMetric) Descriptor() protoreflect.EnumDescriptor {
+	return file_trajgrade_v1_assertion_proto_enumTypes[5].Descriptor()
+}
+
+func (ScoreMetric) Type() protoreflect.EnumType {
+	return &file_trajgrade_v1_assertion_proto_enumTypes[5]
+}
+
+func (x ScoreMetric) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScoreMetric.Descriptor instead.
+func (ScoreMetric) EnumDescriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{5}
+}
+
 // Assertion is one check of a trace. Exactly one kind is set.
 type Assertion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -341,7 +402,16 @@ type Assertion struct {
 	//	*Assertion_Grounding
 	//	*Assertion_TrajectoryMatch
 	//	*Assertion_Expression
-	Kind          isAssertion_Kind `protobuf_oneof:"kind"`
+	//	*Assertion_Duration
+	//	*Assertion_Budget
+	//	*Assertion_TrajectoryScore
+	Kind isAssertion_Kind `protobuf_oneof:"kind"`
+	// Which calls the assertion sees (SPEC §11); absent = every call.
+	Scope *Scope `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The result's weight in mean_score; finite and >= 0; absent means 1.0.
+	Weight *float64 `protobuf:"fixed64,5,opt,name=weight,proto3,oneof" json:"weight,omitempty"`
+	// Report the result without counting it in verdict, score, mean_score or soft_failures.
+	ReportOnly    bool `protobuf:"varint,6,opt,name=report_only,json=reportOnly,proto3" json:"report_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +591,54 @@ func (x *Assertion) GetExpression() *Expression {
 	return nil
 }
 
+func (x *Assertion) GetDuration() *Duration {
+	if x != nil {
+		if x, ok := x.Kind.(*Assertion_Duration); ok {
+			return x.Duration
+		}
+	}
+	return nil
+}
+
+func (x *Assertion) GetBudget() *Budget {
+	if x != nil {
+		if x, ok := x.Kind.(*Assertion_Budget); ok {
+			return x.Budget
+		}
+	}
+	return nil
+}
+
+func (x *Assertion) GetTrajectoryScore() *TrajectoryScore {
+	if x != nil {
+		if x, ok := x.Kind.(*Assertion_TrajectoryScore); ok {
+			return x.TrajectoryScore
+		}
+	}
+	return nil
+}
+
+func (x *Assertion) GetScope() *Scope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *Assertion) GetWeight() float64 {
+	if x != nil && x.Weight != nil {
+		return *x.Weight
+	}
+	return 0
+}
+
+func (x *Assertion) GetReportOnly() bool {
+	if x != nil {
+		return x.ReportOnly
+	}
+	return false
+}
+
 type isAssertion_Kind interface {
 	isAssertion_Kind()
 }
@@ -590,6 +708,21 @@ type Assertion_Expression struct {
 	Expression *Expression `protobuf:"bytes,22,opt,name=expression,proto3,oneof"`
 }
 
+type Assertion_Duration struct {
+	// Latency bounds on calls (SPEC §12).
+	Duration *Duration `protobuf:"bytes,23,opt,name=duration,proto3,oneof"`
+}
+
+type Assertion_Budget struct {
+	// Token, cost and model-call bounds over the model calls (SPEC §12).
+	Budget *Budget `protobuf:"bytes,24,opt,name=budget,proto3,oneof"`
+}
+
+type Assertion_TrajectoryScore struct {
+	// Partial credit against a reference trajectory (SPEC §12).
+	TrajectoryScore *TrajectoryScore `protobuf:"bytes,25,opt,name=trajectory_score,json=trajectoryScore,proto3,oneof"`
+}
+
 func (*Assertion_ToolCallArgs) isAssertion_Kind() {}
 
 func (*Assertion_ToolSequence) isAssertion_Kind() {}
@@ -616,6 +749,395 @@ func (*Assertion_TrajectoryMatch) isAssertion_Kind() {}
 
 func (*Assertion_Expression) isAssertion_Kind() {}
 
+func (*Assertion_Duration) isAssertion_Kind() {}
+
+func (*Assertion_Budget) isAssertion_Kind() {}
+
+func (*Assertion_TrajectoryScore) isAssertion_Kind() {}
+
+// Scope restricts the calls an assertion sees (SPEC §11).
+type Scope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Glob over the call's agent path; empty = no filter.
+	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Glob over the call's server; empty = no filter.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// Only the calls of this 1-based turn; 0 = no filter.
+	Turn uint32 `protobuf:"varint,3,opt,name=turn,proto3" json:"turn,omitempty"`
+	// Evaluate the assertion separately on each turn.
+	PerTurn       bool `protobuf:"varint,4,opt,name=per_turn,json=perTurn,proto3" json:"per_turn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scope) Reset() {
+	*x = Scope{}
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scope) ProtoMessage() {}
+
+func (x *Scope) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scope.ProtoReflect.Descriptor instead.
+func (*Scope) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Scope) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Scope) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *Scope) GetTurn() uint32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *Scope) GetPerTurn() bool {
+	if x != nil {
+		return x.PerTurn
+	}
+	return false
+}
+
+// Tolerance lets JSON numbers compare equal within bounds (SPEC §12).
+type Tolerance struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Absolute tolerance (>= 0).
+	Abs float64 `protobuf:"fixed64,1,opt,name=abs,proto3" json:"abs,omitempty"`
+	// Relative tolerance (>= 0), times the larger magnitude.
+	Rel float64 `protobuf:"fixed64,2,opt,name=rel,proto3" json:"rel,omitempty"`
+	// Key paths the tolerance applies to (and everything under them); empty = every number.
+	Paths         []string `protobuf:"bytes,3,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tolerance) Reset() {
+	*x = Tolerance{}
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tolerance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tolerance) ProtoMessage() {}
+
+func (x *Tolerance) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tolerance.ProtoReflect.Descriptor instead.
+func (*Tolerance) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Tolerance) GetAbs() float64 {
+	if x != nil {
+		return x.Abs
+	}
+	return 0
+}
+
+func (x *Tolerance) GetRel() float64 {
+	if x != nil {
+		return x.Rel
+	}
+	return 0
+}
+
+func (x *Tolerance) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+// Duration bounds the latency of calls (SPEC §12).
+type Duration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exact tool name (or `glob`; neither = every call in scope).
+	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Glob over tool names.
+	Glob string `protobuf:"bytes,2,opt,name=glob,proto3" json:"glob,omitempty"`
+	// Compare names case-insensitively.
+	IgnoreCase bool `protobuf:"varint,3,opt,name=ignore_case,json=ignoreCase,proto3" json:"ignore_case,omitempty"`
+	// Most milliseconds any one considered call may take.
+	MaxCallMs *uint64 `protobuf:"varint,4,opt,name=max_call_ms,json=maxCallMs,proto3,oneof" json:"max_call_ms,omitempty"`
+	// Most milliseconds the considered calls may take together.
+	MaxTotalMs    *uint64 `protobuf:"varint,5,opt,name=max_total_ms,json=maxTotalMs,proto3,oneof" json:"max_total_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Duration) Reset() {
+	*x = Duration{}
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Duration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Duration) ProtoMessage() {}
+
+func (x *Duration) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Duration.ProtoReflect.Descriptor instead.
+func (*Duration) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Duration) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *Duration) GetGlob() string {
+	if x != nil {
+		return x.Glob
+	}
+	return ""
+}
+
+func (x *Duration) GetIgnoreCase() bool {
+	if x != nil {
+		return x.IgnoreCase
+	}
+	return false
+}
+
+func (x *Duration) GetMaxCallMs() uint64 {
+	if x != nil && x.MaxCallMs != nil {
+		return *x.MaxCallMs
+	}
+	return 0
+}
+
+func (x *Duration) GetMaxTotalMs() uint64 {
+	if x != nil && x.MaxTotalMs != nil {
+		return *x.MaxTotalMs
+	}
+	return 0
+}
+
+// Budget bounds the tokens, cost and number of the model calls in scope (SPEC §12).
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most input tokens.
+	MaxInputTokens *uint64 `protobuf:"varint,1,opt,name=max_input_tokens,json=maxInputTokens,proto3,oneof" json:"max_input_tokens,omitempty"`
+	// Most output tokens.
+	MaxOutputTokens *uint64 `protobuf:"varint,2,opt,name=max_output_tokens,json=maxOutputTokens,proto3,oneof" json:"max_output_tokens,omitempty"`
+	// Most input plus output tokens.
+	MaxTotalTokens *uint64 `protobuf:"varint,3,opt,name=max_total_tokens,json=maxTotalTokens,proto3,oneof" json:"max_total_tokens,omitempty"`
+	// Most cost (finite, >= 0); every model call must record its cost.
+	MaxCost *float64 `protobuf:"fixed64,4,opt,name=max_cost,json=maxCost,proto3,oneof" json:"max_cost,omitempty"`
+	// Most model calls.
+	MaxModelCalls *uint32 `protobuf:"varint,5,opt,name=max_model_calls,json=maxModelCalls,proto3,oneof" json:"max_model_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Budget) GetMaxInputTokens() uint64 {
+	if x != nil && x.MaxInputTokens != nil {
+		return *x.MaxInputTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxOutputTokens() uint64 {
+	if x != nil && x.MaxOutputTokens != nil {
+		return *x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxTotalTokens() uint64 {
+	if x != nil && x.MaxTotalTokens != nil {
+		return *x.MaxTotalTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxCost() float64 {
+	if x != nil && x.MaxCost != nil {
+		return *x.MaxCost
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxModelCalls() uint32 {
+	if x != nil && x.MaxModelCalls != nil {
+		return *x.MaxModelCalls
+	}
+	return 0
+}
+
+// TrajectoryScore scores the calls against a reference trajectory (SPEC §12).
+type TrajectoryScore struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reference calls, at least one.
+	Reference []*ToolCall `protobuf:"bytes,1,rep,name=reference,proto3" json:"reference,omitempty"`
+	// EXACT (default), SUBSET, PARTIAL or IGNORE.
+	Args MatchMode `protobuf:"varint,2,opt,name=args,proto3,enum=trajgrade.v1.MatchMode" json:"args,omitempty"`
+	// Per-tool argument settings.
+	Overrides []*ToolOverride `protobuf:"bytes,3,rep,name=overrides,proto3" json:"overrides,omitempty"`
+	// F1 (default), PRECISION, RECALL or ORDERED_F1.
+	Metric ScoreMetric `protobuf:"varint,4,opt,name=metric,proto3,enum=trajgrade.v1.ScoreMetric" json:"metric,omitempty"`
+	// Lowest passing score in [0, 1]; absent means 1.0.
+	MinScore      *float64 `protobuf:"fixed64,5,opt,name=min_score,json=minScore,proto3,oneof" json:"min_score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrajectoryScore) Reset() {
+	*x = TrajectoryScore{}
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrajectoryScore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrajectoryScore) ProtoMessage() {}
+
+func (x *TrajectoryScore) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrajectoryScore.ProtoReflect.Descriptor instead.
+func (*TrajectoryScore) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TrajectoryScore) GetReference() []*ToolCall {
+	if x != nil {
+		return x.Reference
+	}
+	return nil
+}
+
+func (x *TrajectoryScore) GetArgs() MatchMode {
+	if x != nil {
+		return x.Args
+	}
+	return MatchMode_MATCH_MODE_UNSPECIFIED
+}
+
+func (x *TrajectoryScore) GetOverrides() []*ToolOverride {
+	if x != nil {
+		return x.Overrides
+	}
+	return nil
+}
+
+func (x *TrajectoryScore) GetMetric() ScoreMetric {
+	if x != nil {
+		return x.Metric
+	}
+	return ScoreMetric_SCORE_METRIC_UNSPECIFIED
+}
+
+func (x *TrajectoryScore) GetMinScore() float64 {
+	if x != nil && x.MinScore != nil {
+		return *x.MinScore
+	}
+	return 0
+}
+
 // ToolCallArgs checks the arguments of calls to `tool`.
 type ToolCallArgs struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -633,7 +1155,7 @@ type ToolCallArgs struct {
 
 func (x *ToolCallArgs) Reset() {
 	*x = ToolCallArgs{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[1]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +1167,7 @@ func (x *ToolCallArgs) String() string {
 func (*ToolCallArgs) ProtoMessage() {}
 
 func (x *ToolCallArgs) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[1]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +1180,7 @@ func (x *ToolCallArgs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallArgs.ProtoReflect.Descriptor instead.
 func (*ToolCallArgs) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{1}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolCallArgs) GetTool() string {
@@ -703,14 +1225,16 @@ type ArgsMatch struct {
 	// Key paths (`a`, `a.b`, `items[].sku`) removed from both sides before comparing.
 	Ignore []string `protobuf:"bytes,5,rep,name=ignore,proto3" json:"ignore,omitempty"`
 	// JSON object of top-level defaults for keys absent from the actual arguments.
-	DefaultsJson  string `protobuf:"bytes,6,opt,name=defaults_json,json=defaultsJson,proto3" json:"defaults_json,omitempty"`
+	DefaultsJson string `protobuf:"bytes,6,opt,name=defaults_json,json=defaultsJson,proto3" json:"defaults_json,omitempty"`
+	// Numeric tolerance (EXACT, SUBSET, PARTIAL).
+	Tolerance     *Tolerance `protobuf:"bytes,7,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ArgsMatch) Reset() {
 	*x = ArgsMatch{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[2]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +1246,7 @@ func (x *ArgsMatch) String() string {
 func (*ArgsMatch) ProtoMessage() {}
 
 func (x *ArgsMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[2]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +1259,7 @@ func (x *ArgsMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArgsMatch.ProtoReflect.Descriptor instead.
 func (*ArgsMatch) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{2}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ArgsMatch) GetMode() MatchMode {
@@ -780,6 +1304,13 @@ func (x *ArgsMatch) GetDefaultsJson() string {
 	return ""
 }
 
+func (x *ArgsMatch) GetTolerance() *Tolerance {
+	if x != nil {
+		return x.Tolerance
+	}
+	return nil
+}
+
 // ToolSequence checks that steps appear in the calls.
 type ToolSequence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -793,7 +1324,7 @@ type ToolSequence struct {
 
 func (x *ToolSequence) Reset() {
 	*x = ToolSequence{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[3]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +1336,7 @@ func (x *ToolSequence) String() string {
 func (*ToolSequence) ProtoMessage() {}
 
 func (x *ToolSequence) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[3]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +1349,7 @@ func (x *ToolSequence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSequence.ProtoReflect.Descriptor instead.
 func (*ToolSequence) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{3}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolSequence) GetSteps() []*SequenceStep {
@@ -852,7 +1383,7 @@ type SequenceStep struct {
 
 func (x *SequenceStep) Reset() {
 	*x = SequenceStep{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[4]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +1395,7 @@ func (x *SequenceStep) String() string {
 func (*SequenceStep) ProtoMessage() {}
 
 func (x *SequenceStep) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[4]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1408,7 @@ func (x *SequenceStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SequenceStep.ProtoReflect.Descriptor instead.
 func (*SequenceStep) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{4}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SequenceStep) GetTool() string {
@@ -921,7 +1452,7 @@ type ToolList struct {
 
 func (x *ToolList) Reset() {
 	*x = ToolList{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[5]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1464,7 @@ func (x *ToolList) String() string {
 func (*ToolList) ProtoMessage() {}
 
 func (x *ToolList) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[5]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1477,7 @@ func (x *ToolList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolList.ProtoReflect.Descriptor instead.
 func (*ToolList) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{5}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolList) GetTools() []string {
@@ -974,7 +1505,7 @@ type ToolCalled struct {
 
 func (x *ToolCalled) Reset() {
 	*x = ToolCalled{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[6]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1517,7 @@ func (x *ToolCalled) String() string {
 func (*ToolCalled) ProtoMessage() {}
 
 func (x *ToolCalled) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[6]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1530,7 @@ func (x *ToolCalled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCalled.ProtoReflect.Descriptor instead.
 func (*ToolCalled) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{6}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolCalled) GetTool() string {
@@ -1028,7 +1559,7 @@ type ToolCount struct {
 
 func (x *ToolCount) Reset() {
 	*x = ToolCount{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[7]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1571,7 @@ func (x *ToolCount) String() string {
 func (*ToolCount) ProtoMessage() {}
 
 func (x *ToolCount) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[7]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1584,7 @@ func (x *ToolCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCount.ProtoReflect.Descriptor instead.
 func (*ToolCount) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{7}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolCount) GetTool() string {
@@ -1104,7 +1635,7 @@ type StepCount struct {
 
 func (x *StepCount) Reset() {
 	*x = StepCount{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[8]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1647,7 @@ func (x *StepCount) String() string {
 func (*StepCount) ProtoMessage() {}
 
 func (x *StepCount) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[8]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1660,7 @@ func (x *StepCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepCount.ProtoReflect.Descriptor instead.
 func (*StepCount) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{8}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StepCount) GetMin() uint32 {
@@ -1159,7 +1690,7 @@ type Order struct {
 
 func (x *Order) Reset() {
 	*x = Order{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[9]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1702,7 @@ func (x *Order) String() string {
 func (*Order) ProtoMessage() {}
 
 func (x *Order) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[9]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1715,7 @@ func (x *Order) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Order.ProtoReflect.Descriptor instead.
 func (*Order) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{9}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Order) GetBefore() string {
@@ -1214,7 +1745,7 @@ type NoRepeatedCalls struct {
 
 func (x *NoRepeatedCalls) Reset() {
 	*x = NoRepeatedCalls{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[10]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1757,7 @@ func (x *NoRepeatedCalls) String() string {
 func (*NoRepeatedCalls) ProtoMessage() {}
 
 func (x *NoRepeatedCalls) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[10]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1770,7 @@ func (x *NoRepeatedCalls) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoRepeatedCalls.ProtoReflect.Descriptor instead.
 func (*NoRepeatedCalls) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{10}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NoRepeatedCalls) GetTools() []string {
@@ -1269,7 +1800,7 @@ type Efficiency struct {
 
 func (x *Efficiency) Reset() {
 	*x = Efficiency{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[11]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1812,7 @@ func (x *Efficiency) String() string {
 func (*Efficiency) ProtoMessage() {}
 
 func (x *Efficiency) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[11]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1825,7 @@ func (x *Efficiency) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Efficiency.ProtoReflect.Descriptor instead.
 func (*Efficiency) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{11}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Efficiency) GetReferenceSteps() uint32 {
@@ -1324,7 +1855,7 @@ type Grounding struct {
 
 func (x *Grounding) Reset() {
 	*x = Grounding{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[12]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1867,7 @@ func (x *Grounding) String() string {
 func (*Grounding) ProtoMessage() {}
 
 func (x *Grounding) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[12]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1880,7 @@ func (x *Grounding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grounding.ProtoReflect.Descriptor instead.
 func (*Grounding) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{12}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Grounding) GetValues() []string {
@@ -1383,7 +1914,7 @@ type TrajectoryMatch struct {
 
 func (x *TrajectoryMatch) Reset() {
 	*x = TrajectoryMatch{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[13]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1926,7 @@ func (x *TrajectoryMatch) String() string {
 func (*TrajectoryMatch) ProtoMessage() {}
 
 func (x *TrajectoryMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[13]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1939,7 @@ func (x *TrajectoryMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrajectoryMatch.ProtoReflect.Descriptor instead.
 func (*TrajectoryMatch) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{13}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TrajectoryMatch) GetReference() []*ToolCall {
@@ -1447,14 +1978,16 @@ type ToolOverride struct {
 	// Argument mode for this tool; unspecified keeps the assertion's mode.
 	Args MatchMode `protobuf:"varint,2,opt,name=args,proto3,enum=trajgrade.v1.MatchMode" json:"args,omitempty"`
 	// Key paths ignored on both sides for this tool.
-	Ignore        []string `protobuf:"bytes,3,rep,name=ignore,proto3" json:"ignore,omitempty"`
+	Ignore []string `protobuf:"bytes,3,rep,name=ignore,proto3" json:"ignore,omitempty"`
+	// Numeric tolerance for this tool's arguments.
+	Tolerance     *Tolerance `protobuf:"bytes,4,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolOverride) Reset() {
 	*x = ToolOverride{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[14]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1999,7 @@ func (x *ToolOverride) String() string {
 func (*ToolOverride) ProtoMessage() {}
 
 func (x *ToolOverride) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[14]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +2012,7 @@ func (x *ToolOverride) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolOverride.ProtoReflect.Descriptor instead.
 func (*ToolOverride) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{14}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolOverride) GetTool() string {
@@ -1503,6 +2036,13 @@ func (x *ToolOverride) GetIgnore() []string {
 	return nil
 }
 
+func (x *ToolOverride) GetTolerance() *Tolerance {
+	if x != nil {
+		return x.Tolerance
+	}
+	return nil
+}
+
 // Expression is a CEL expression over `calls`, `answer` and `metadata` that must be true.
 type Expression struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1514,7 +2054,7 @@ type Expression struct {
 
 func (x *Expression) Reset() {
 	*x = Expression{}
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[15]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +2066,7 @@ func (x *Expression) String() string {
 func (*Expression) ProtoMessage() {}
 
 func (x *Expression) ProtoReflect() protoreflect.Message {
-	mi := &file_trajgrade_v1_assertion_proto_msgTypes[15]
+	mi := &file_trajgrade_v1_assertion_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +2079,7 @@ func (x *Expression) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expression.ProtoReflect.Descriptor instead.
 func (*Expression) Descriptor() ([]byte, []int) {
-	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{15}
+	return file_trajgrade_v1_assertion_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Expression) GetExpr() string {
@@ -1553,7 +2093,7 @@ var File_trajgrade_v1_assertion_proto protoreflect.FileDescriptor
 
 const file_trajgrade_v1_assertion_proto_rawDesc = "" +
 	"\n" +
-	"\x1ctrajgrade/v1/assertion.proto\x12\ftrajgrade.v1\x1a\x18trajgrade/v1/trace.proto\"\xa4\a\n" +
+	"\x1ctrajgrade/v1/assertion.proto\x12\ftrajgrade.v1\x1a\x18trajgrade/v1/trace.proto\"\xca\t\n" +
 	"\tAssertion\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\bseverity\x18\x02 \x01(\x0e2\x16.trajgrade.v1.SeverityR\bseverity\x12\x16\n" +
@@ -1578,8 +2118,54 @@ const file_trajgrade_v1_assertion_proto_rawDesc = "" +
 	"\x10trajectory_match\x18\x15 \x01(\v2\x1d.trajgrade.v1.TrajectoryMatchH\x00R\x0ftrajectoryMatch\x12:\n" +
 	"\n" +
 	"expression\x18\x16 \x01(\v2\x18.trajgrade.v1.ExpressionH\x00R\n" +
-	"expressionB\x06\n" +
-	"\x04kind\"\xaa\x01\n" +
+	"expression\x124\n" +
+	"\bduration\x18\x17 \x01(\v2\x16.trajgrade.v1.DurationH\x00R\bduration\x12.\n" +
+	"\x06budget\x18\x18 \x01(\v2\x14.trajgrade.v1.BudgetH\x00R\x06budget\x12J\n" +
+	"\x10trajectory_score\x18\x19 \x01(\v2\x1d.trajgrade.v1.TrajectoryScoreH\x00R\x0ftrajectoryScore\x12)\n" +
+	"\x05scope\x18\x04 \x01(\v2\x13.trajgrade.v1.ScopeR\x05scope\x12\x1b\n" +
+	"\x06weight\x18\x05 \x01(\x01H\x01R\x06weight\x88\x01\x01\x12\x1f\n" +
+	"\vreport_only\x18\x06 \x01(\bR\n" +
+	"reportOnlyB\x06\n" +
+	"\x04kindB\t\n" +
+	"\a_weight\"d\n" +
+	"\x05Scope\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
+	"\x04turn\x18\x03 \x01(\rR\x04turn\x12\x19\n" +
+	"\bper_turn\x18\x04 \x01(\bR\aperTurn\"E\n" +
+	"\tTolerance\x12\x10\n" +
+	"\x03abs\x18\x01 \x01(\x01R\x03abs\x12\x10\n" +
+	"\x03rel\x18\x02 \x01(\x01R\x03rel\x12\x14\n" +
+	"\x05paths\x18\x03 \x03(\tR\x05paths\"\xc0\x01\n" +
+	"\bDuration\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
+	"\x04glob\x18\x02 \x01(\tR\x04glob\x12\x1f\n" +
+	"\vignore_case\x18\x03 \x01(\bR\n" +
+	"ignoreCase\x12#\n" +
+	"\vmax_call_ms\x18\x04 \x01(\x04H\x00R\tmaxCallMs\x88\x01\x01\x12%\n" +
+	"\fmax_total_ms\x18\x05 \x01(\x04H\x01R\n" +
+	"maxTotalMs\x88\x01\x01B\x0e\n" +
+	"\f_max_call_msB\x0f\n" +
+	"\r_max_total_ms\"\xc5\x02\n" +
+	"\x06Budget\x12-\n" +
+	"\x10max_input_tokens\x18\x01 \x01(\x04H\x00R\x0emaxInputTokens\x88\x01\x01\x12/\n" +
+	"\x11max_output_tokens\x18\x02 \x01(\x04H\x01R\x0fmaxOutputTokens\x88\x01\x01\x12-\n" +
+	"\x10max_total_tokens\x18\x03 \x01(\x04H\x02R\x0emaxTotalTokens\x88\x01\x01\x12\x1e\n" +
+	"\bmax_cost\x18\x04 \x01(\x01H\x03R\amaxCost\x88\x01\x01\x12+\n" +
+	"\x0fmax_model_calls\x18\x05 \x01(\rH\x04R\rmaxModelCalls\x88\x01\x01B\x13\n" +
+	"\x11_max_input_tokensB\x14\n" +
+	"\x12_max_output_tokensB\x13\n" +
+	"\x11_max_total_tokensB\v\n" +
+	"\t_max_costB\x12\n" +
+	"\x10_max_model_calls\"\x91\x02\n" +
+	"\x0fTrajectoryScore\x124\n" +
+	"\treference\x18\x01 \x03(\v2\x16.trajgrade.v1.ToolCallR\treference\x12+\n" +
+	"\x04args\x18\x02 \x01(\x0e2\x17.trajgrade.v1.MatchModeR\x04args\x128\n" +
+	"\toverrides\x18\x03 \x03(\v2\x1a.trajgrade.v1.ToolOverrideR\toverrides\x121\n" +
+	"\x06metric\x18\x04 \x01(\x0e2\x19.trajgrade.v1.ScoreMetricR\x06metric\x12 \n" +
+	"\tmin_score\x18\x05 \x01(\x01H\x00R\bminScore\x88\x01\x01B\f\n" +
+	"\n" +
+	"_min_score\"\xaa\x01\n" +
 	"\fToolCallArgs\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x1d\n" +
 	"\n" +
@@ -1587,14 +2173,15 @@ const file_trajgrade_v1_assertion_proto_rawDesc = "" +
 	"\n" +
 	"quantifier\x18\x03 \x01(\x0e2\x18.trajgrade.v1.QuantifierR\n" +
 	"quantifier\x12-\n" +
-	"\x05match\x18\x04 \x01(\v2\x17.trajgrade.v1.ArgsMatchR\x05match\"\xc2\x01\n" +
+	"\x05match\x18\x04 \x01(\v2\x17.trajgrade.v1.ArgsMatchR\x05match\"\xf9\x01\n" +
 	"\tArgsMatch\x12+\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x17.trajgrade.v1.MatchModeR\x04mode\x12\x1b\n" +
 	"\targs_json\x18\x02 \x01(\tR\bargsJson\x12\x18\n" +
 	"\apattern\x18\x03 \x01(\tR\apattern\x12\x14\n" +
 	"\x05flags\x18\x04 \x01(\tR\x05flags\x12\x16\n" +
 	"\x06ignore\x18\x05 \x03(\tR\x06ignore\x12#\n" +
-	"\rdefaults_json\x18\x06 \x01(\tR\fdefaultsJson\"p\n" +
+	"\rdefaults_json\x18\x06 \x01(\tR\fdefaultsJson\x125\n" +
+	"\ttolerance\x18\a \x01(\v2\x17.trajgrade.v1.ToleranceR\ttolerance\"p\n" +
 	"\fToolSequence\x120\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1a.trajgrade.v1.SequenceStepR\x05steps\x12.\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x1a.trajgrade.v1.SequenceModeR\x04mode\"\x86\x01\n" +
@@ -1642,11 +2229,12 @@ const file_trajgrade_v1_assertion_proto_rawDesc = "" +
 	"\treference\x18\x01 \x03(\v2\x16.trajgrade.v1.ToolCallR\treference\x120\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x1c.trajgrade.v1.TrajectoryModeR\x04mode\x12+\n" +
 	"\x04args\x18\x03 \x01(\x0e2\x17.trajgrade.v1.MatchModeR\x04args\x128\n" +
-	"\toverrides\x18\x04 \x03(\v2\x1a.trajgrade.v1.ToolOverrideR\toverrides\"g\n" +
+	"\toverrides\x18\x04 \x03(\v2\x1a.trajgrade.v1.ToolOverrideR\toverrides\"\x9e\x01\n" +
 	"\fToolOverride\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12+\n" +
 	"\x04args\x18\x02 \x01(\x0e2\x17.trajgrade.v1.MatchModeR\x04args\x12\x16\n" +
-	"\x06ignore\x18\x03 \x03(\tR\x06ignore\" \n" +
+	"\x06ignore\x18\x03 \x03(\tR\x06ignore\x125\n" +
+	"\ttolerance\x18\x04 \x01(\v2\x17.trajgrade.v1.ToleranceR\ttolerance\" \n" +
 	"\n" +
 	"Expression\x12\x12\n" +
 	"\x04expr\x18\x01 \x01(\tR\x04expr*J\n" +
@@ -1677,7 +2265,13 @@ const file_trajgrade_v1_assertion_proto_rawDesc = "" +
 	"\x18TRAJECTORY_MODE_IN_ORDER\x10\x02\x12\x1c\n" +
 	"\x18TRAJECTORY_MODE_SUPERSET\x10\x03\x12\x1a\n" +
 	"\x16TRAJECTORY_MODE_SUBSET\x10\x04\x12\x1d\n" +
-	"\x19TRAJECTORY_MODE_UNORDERED\x10\x05b\x06proto3"
+	"\x19TRAJECTORY_MODE_UNORDERED\x10\x05*\x92\x01\n" +
+	"\vScoreMetric\x12\x1c\n" +
+	"\x18SCORE_METRIC_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fSCORE_METRIC_F1\x10\x01\x12\x1a\n" +
+	"\x16SCORE_METRIC_PRECISION\x10\x02\x12\x17\n" +
+	"\x13SCORE_METRIC_RECALL\x10\x03\x12\x1b\n" +
+	"\x17SCORE_METRIC_ORDERED_F1\x10\x04b\x06proto3"
 
 var (
 	file_trajgrade_v1_assertion_proto_rawDescOnce sync.Once
@@ -1691,63 +2285,79 @@ func file_trajgrade_v1_assertion_proto_rawDescGZIP() []byte {
 	return file_trajgrade_v1_assertion_proto_rawDescData
 }
 
-var file_trajgrade_v1_assertion_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_trajgrade_v1_assertion_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_trajgrade_v1_assertion_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_trajgrade_v1_assertion_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_trajgrade_v1_assertion_proto_goTypes = []any{
 	(Severity)(0),           // 0: trajgrade.v1.Severity
 	(Quantifier)(0),         // 1: trajgrade.v1.Quantifier
 	(MatchMode)(0),          // 2: trajgrade.v1.MatchMode
 	(SequenceMode)(0),       // 3: trajgrade.v1.SequenceMode
 	(TrajectoryMode)(0),     // 4: trajgrade.v1.TrajectoryMode
-	(*Assertion)(nil),       // 5: trajgrade.v1.Assertion
-	(*ToolCallArgs)(nil),    // 6: trajgrade.v1.ToolCallArgs
-	(*ArgsMatch)(nil),       // 7: trajgrade.v1.ArgsMatch
-	(*ToolSequence)(nil),    // 8: trajgrade.v1.ToolSequence
-	(*SequenceStep)(nil),    // 9: trajgrade.v1.SequenceStep
-	(*ToolList)(nil),        // 10: trajgrade.v1.ToolList
-	(*ToolCalled)(nil),      // 11: trajgrade.v1.ToolCalled
-	(*ToolCount)(nil),       // 12: trajgrade.v1.ToolCount
-	(*StepCount)(nil),       // 13: trajgrade.v1.StepCount
-	(*Order)(nil),           // 14: trajgrade.v1.Order
-	(*NoRepeatedCalls)(nil), // 15: trajgrade.v1.NoRepeatedCalls
-	(*Efficiency)(nil),      // 16: trajgrade.v1.Efficiency
-	(*Grounding)(nil),       // 17: trajgrade.v1.Grounding
-	(*TrajectoryMatch)(nil), // 18: trajgrade.v1.TrajectoryMatch
-	(*ToolOverride)(nil),    // 19: trajgrade.v1.ToolOverride
-	(*Expression)(nil),      // 20: trajgrade.v1.Expression
-	(*ToolCall)(nil),        // 21: trajgrade.v1.ToolCall
+	(ScoreMetric)(0),        // 5: trajgrade.v1.ScoreMetric
+	(*Assertion)(nil),       // 6: trajgrade.v1.Assertion
+	(*Scope)(nil),           // 7: trajgrade.v1.Scope
+	(*Tolerance)(nil),       // 8: trajgrade.v1.Tolerance
+	(*Duration)(nil),        // 9: trajgrade.v1.Duration
+	(*Budget)(nil),          // 10: trajgrade.v1.Budget
+	(*TrajectoryScore)(nil), // 11: trajgrade.v1.TrajectoryScore
+	(*ToolCallArgs)(nil),    // 12: trajgrade.v1.ToolCallArgs
+	(*ArgsMatch)(nil),       // 13: trajgrade.v1.ArgsMatch
+	(*ToolSequence)(nil),    // 14: trajgrade.v1.ToolSequence
+	(*SequenceStep)(nil),    // 15: trajgrade.v1.SequenceStep
+	(*ToolList)(nil),        // 16: trajgrade.v1.ToolList
+	(*ToolCalled)(nil),      // 17: trajgrade.v1.ToolCalled
+	(*ToolCount)(nil),       // 18: trajgrade.v1.ToolCount
+	(*StepCount)(nil),       // 19: trajgrade.v1.StepCount
+	(*Order)(nil),           // 20: trajgrade.v1.Order
+	(*NoRepeatedCalls)(nil), // 21: trajgrade.v1.NoRepeatedCalls
+	(*Efficiency)(nil),      // 22: trajgrade.v1.Efficiency
+	(*Grounding)(nil),       // 23: trajgrade.v1.Grounding
+	(*TrajectoryMatch)(nil), // 24: trajgrade.v1.TrajectoryMatch
+	(*ToolOverride)(nil),    // 25: trajgrade.v1.ToolOverride
+	(*Expression)(nil),      // 26: trajgrade.v1.Expression
+	(*ToolCall)(nil),        // 27: trajgrade.v1.ToolCall
 }
 var file_trajgrade_v1_assertion_proto_depIdxs = []int32{
 	0,  // 0: trajgrade.v1.Assertion.severity:type_name -> trajgrade.v1.Severity
-	6,  // 1: trajgrade.v1.Assertion.tool_call_args:type_name -> trajgrade.v1.ToolCallArgs
-	8,  // 2: trajgrade.v1.Assertion.tool_sequence:type_name -> trajgrade.v1.ToolSequence
-	10, // 3: trajgrade.v1.Assertion.allowed_tools:type_name -> trajgrade.v1.ToolList
-	10, // 4: trajgrade.v1.Assertion.forbidden_tools:type_name -> trajgrade.v1.ToolList
-	11, // 5: trajgrade.v1.Assertion.tool_called:type_name -> trajgrade.v1.ToolCalled
-	12, // 6: trajgrade.v1.Assertion.tool_count:type_name -> trajgrade.v1.ToolCount
-	13, // 7: trajgrade.v1.Assertion.step_count:type_name -> trajgrade.v1.StepCount
-	14, // 8: trajgrade.v1.Assertion.order:type_name -> trajgrade.v1.Order
-	15, // 9: trajgrade.v1.Assertion.no_repeated_calls:type_name -> trajgrade.v1.NoRepeatedCalls
-	16, // 10: trajgrade.v1.Assertion.efficiency:type_name -> trajgrade.v1.Efficiency
-	17, // 11: trajgrade.v1.Assertion.grounding:type_name -> trajgrade.v1.Grounding
-	18, // 12: trajgrade.v1.Assertion.trajectory_match:type_name -> trajgrade.v1.TrajectoryMatch
-	20, // 13: trajgrade.v1.Assertion.expression:type_name -> trajgrade.v1.Expression
-	1,  // 14: trajgrade.v1.ToolCallArgs.quantifier:type_name -> trajgrade.v1.Quantifier
-	7,  // 15: trajgrade.v1.ToolCallArgs.match:type_name -> trajgrade.v1.ArgsMatch
-	2,  // 16: trajgrade.v1.ArgsMatch.mode:type_name -> trajgrade.v1.MatchMode
-	9,  // 17: trajgrade.v1.ToolSequence.steps:type_name -> trajgrade.v1.SequenceStep
-	3,  // 18: trajgrade.v1.ToolSequence.mode:type_name -> trajgrade.v1.SequenceMode
-	7,  // 19: trajgrade.v1.SequenceStep.match:type_name -> trajgrade.v1.ArgsMatch
-	21, // 20: trajgrade.v1.TrajectoryMatch.reference:type_name -> trajgrade.v1.ToolCall
-	4,  // 21: trajgrade.v1.TrajectoryMatch.mode:type_name -> trajgrade.v1.TrajectoryMode
-	2,  // 22: trajgrade.v1.TrajectoryMatch.args:type_name -> trajgrade.v1.MatchMode
-	19, // 23: trajgrade.v1.TrajectoryMatch.overrides:type_name -> trajgrade.v1.ToolOverride
-	2,  // 24: trajgrade.v1.ToolOverride.args:type_name -> trajgrade.v1.MatchMode
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	12, // 1: trajgrade.v1.Assertion.tool_call_args:type_name -> trajgrade.v1.ToolCallArgs
+	14, // 2: trajgrade.v1.Assertion.tool_sequence:type_name -> trajgrade.v1.ToolSequence
+	16, // 3: trajgrade.v1.Assertion.allowed_tools:type_name -> trajgrade.v1.ToolList
+	16, // 4: trajgrade.v1.Assertion.forbidden_tools:type_name -> trajgrade.v1.ToolList
+	17, // 5: trajgrade.v1.Assertion.tool_called:type_name -> trajgrade.v1.ToolCalled
+	18, // 6: trajgrade.v1.Assertion.tool_count:type_name -> trajgrade.v1.ToolCount
+	19, // 7: trajgrade.v1.Assertion.step_count:type_name -> trajgrade.v1.StepCount
+	20, // 8: trajgrade.v1.Assertion.order:type_name -> trajgrade.v1.Order
+	21, // 9: trajgrade.v1.Assertion.no_repeated_calls:type_name -> trajgrade.v1.NoRepeatedCalls
+	22, // 10: trajgrade.v1.Assertion.efficiency:type_name -> trajgrade.v1.Efficiency
+	23, // 11: trajgrade.v1.Assertion.grounding:type_name -> trajgrade.v1.Grounding
+	24, // 12: trajgrade.v1.Assertion.trajectory_match:type_name -> trajgrade.v1.TrajectoryMatch
+	26, // 13: trajgrade.v1.Assertion.expression:type_name -> trajgrade.v1.Expression
+	9,  // 14: trajgrade.v1.Assertion.duration:type_name -> trajgrade.v1.Duration
+	10, // 15: trajgrade.v1.Assertion.budget:type_name -> trajgrade.v1.Budget
+	11, // 16: trajgrade.v1.Assertion.trajectory_score:type_name -> trajgrade.v1.TrajectoryScore
+	7,  // 17: trajgrade.v1.Assertion.scope:type_name -> trajgrade.v1.Scope
+	27, // 18: trajgrade.v1.TrajectoryScore.reference:type_name -> trajgrade.v1.ToolCall
+	2,  // 19: trajgrade.v1.TrajectoryScore.args:type_name -> trajgrade.v1.MatchMode
+	25, // 20: trajgrade.v1.TrajectoryScore.overrides:type_name -> trajgrade.v1.ToolOverride
+	5,  // 21: trajgrade.v1.TrajectoryScore.metric:type_name -> trajgrade.v1.ScoreMetric
+	1,  // 22: trajgrade.v1.ToolCallArgs.quantifier:type_name -> trajgrade.v1.Quantifier
+	13, // 23: trajgrade.v1.ToolCallArgs.match:type_name -> trajgrade.v1.ArgsMatch
+	2,  // 24: trajgrade.v1.ArgsMatch.mode:type_name -> trajgrade.v1.MatchMode
+	8,  // 25: trajgrade.v1.ArgsMatch.tolerance:type_name -> trajgrade.v1.Tolerance
+	15, // 26: trajgrade.v1.ToolSequence.steps:type_name -> trajgrade.v1.SequenceStep
+	3,  // 27: trajgrade.v1.ToolSequence.mode:type_name -> trajgrade.v1.SequenceMode
+	13, // 28: trajgrade.v1.SequenceStep.match:type_name -> trajgrade.v1.ArgsMatch
+	27, // 29: trajgrade.v1.TrajectoryMatch.reference:type_name -> trajgrade.v1.ToolCall
+	4,  // 30: trajgrade.v1.TrajectoryMatch.mode:type_name -> trajgrade.v1.TrajectoryMode
+	2,  // 31: trajgrade.v1.TrajectoryMatch.args:type_name -> trajgrade.v1.MatchMode
+	25, // 32: trajgrade.v1.TrajectoryMatch.overrides:type_name -> trajgrade.v1.ToolOverride
+	2,  // 33: trajgrade.v1.ToolOverride.args:type_name -> trajgrade.v1.MatchMode
+	8,  // 34: trajgrade.v1.ToolOverride.tolerance:type_name -> trajgrade.v1.Tolerance
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_trajgrade_v1_assertion_proto_init() }
@@ -1770,16 +2380,22 @@ func file_trajgrade_v1_assertion_proto_init() {
 		(*Assertion_Grounding)(nil),
 		(*Assertion_TrajectoryMatch)(nil),
 		(*Assertion_Expression)(nil),
+		(*Assertion_Duration)(nil),
+		(*Assertion_Budget)(nil),
+		(*Assertion_TrajectoryScore)(nil),
 	}
-	file_trajgrade_v1_assertion_proto_msgTypes[7].OneofWrappers = []any{}
-	file_trajgrade_v1_assertion_proto_msgTypes[8].OneofWrappers = []any{}
+	file_trajgrade_v1_assertion_proto_msgTypes[3].OneofWrappers = []any{}
+	file_trajgrade_v1_assertion_proto_msgTypes[4].OneofWrappers = []any{}
+	file_trajgrade_v1_assertion_proto_msgTypes[5].OneofWrappers = []any{}
+	file_trajgrade_v1_assertion_proto_msgTypes[12].OneofWrappers = []any{}
+	file_trajgrade_v1_assertion_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trajgrade_v1_assertion_proto_rawDesc), len(file_trajgrade_v1_assertion_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   16,
+			NumEnums:      6,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

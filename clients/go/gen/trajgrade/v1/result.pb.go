@@ -141,7 +141,9 @@ type GradeResult struct {
 	// Number of failing SOFT results.
 	SoftFailures uint32 `protobuf:"varint,5,opt,name=soft_failures,json=softFailures,proto3" json:"soft_failures,omitempty"`
 	// One result per assertion, in suite order.
-	Results       []*AssertionResult `protobuf:"bytes,6,rep,name=results,proto3" json:"results,omitempty"`
+	Results []*AssertionResult `protobuf:"bytes,6,rep,name=results,proto3" json:"results,omitempty"`
+	// Weighted mean of the counted results' scores, rounded to 4 decimal places (SPEC §13).
+	MeanScore     float64 `protobuf:"fixed64,7,opt,name=mean_score,json=meanScore,proto3" json:"mean_score,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +220,13 @@ func (x *GradeResult) GetResults() []*AssertionResult {
 	return nil
 }
 
+func (x *GradeResult) GetMeanScore() float64 {
+	if x != nil {
+		return x.MeanScore
+	}
+	return 0
+}
+
 // AssertionResult is the outcome of one assertion.
 type AssertionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -232,7 +241,10 @@ type AssertionResult struct {
 	// One human sentence; empty on pass.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// 1-based call positions that satisfied the assertion or caused the failure.
-	Positions     []uint32 `protobuf:"varint,6,rep,packed,name=positions,proto3" json:"positions,omitempty"`
+	Positions []uint32 `protobuf:"varint,6,rep,packed,name=positions,proto3" json:"positions,omitempty"`
+	// 1.0 or 0.0 for pass/fail kinds; the metric for trajectory_score; the turns' mean under
+	// per_turn (SPEC §13).
+	Score         float64 `protobuf:"fixed64,7,opt,name=score,proto3" json:"score,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +319,13 @@ func (x *AssertionResult) GetPositions() []uint32 {
 		return x.Positions
 	}
 	return nil
+}
+
+func (x *AssertionResult) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
 }
 
 // TraceOutcome is a result, or an error for one item of a batch or stream.
@@ -473,14 +492,16 @@ var File_trajgrade_v1_result_proto protoreflect.FileDescriptor
 
 const file_trajgrade_v1_result_proto_rawDesc = "" +
 	"\n" +
-	"\x19trajgrade/v1/result.proto\x12\ftrajgrade.v1\x1a\x1ctrajgrade/v1/assertion.proto\"\xe8\x01\n" +
+	"\x19trajgrade/v1/result.proto\x12\ftrajgrade.v1\x1a\x1ctrajgrade/v1/assertion.proto\"\x87\x02\n" +
 	"\vGradeResult\x12\x19\n" +
 	"\btrace_id\x18\x01 \x01(\tR\atraceId\x12\x19\n" +
 	"\bsuite_id\x18\x02 \x01(\tR\asuiteId\x12/\n" +
 	"\averdict\x18\x03 \x01(\x0e2\x15.trajgrade.v1.VerdictR\averdict\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12#\n" +
 	"\rsoft_failures\x18\x05 \x01(\rR\fsoftFailures\x127\n" +
-	"\aresults\x18\x06 \x03(\v2\x1d.trajgrade.v1.AssertionResultR\aresults\"\xe7\x01\n" +
+	"\aresults\x18\x06 \x03(\v2\x1d.trajgrade.v1.AssertionResultR\aresults\x12\x1d\n" +
+	"\n" +
+	"mean_score\x18\a \x01(\x01R\tmeanScore\"\xfd\x01\n" +
 	"\x0fAssertionResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1d.trajgrade.v1.AssertionStatusR\x06status\x122\n" +
@@ -488,7 +509,8 @@ const file_trajgrade_v1_result_proto_rawDesc = "" +
 	"\vreason_code\x18\x04 \x01(\tR\n" +
 	"reasonCode\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
-	"\tpositions\x18\x06 \x03(\rR\tpositions\"\x7f\n" +
+	"\tpositions\x18\x06 \x03(\rR\tpositions\x12\x14\n" +
+	"\x05score\x18\a \x01(\x01R\x05score\"\x7f\n" +
 	"\fTraceOutcome\x123\n" +
 	"\x06result\x18\x01 \x01(\v2\x19.trajgrade.v1.GradeResultH\x00R\x06result\x12/\n" +
 	"\x05error\x18\x02 \x01(\v2\x17.trajgrade.v1.ItemErrorH\x00R\x05errorB\t\n" +

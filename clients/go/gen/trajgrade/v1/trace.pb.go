@@ -31,7 +31,11 @@ type Trace struct {
 	// The agent's last text to the user (may be empty).
 	FinalAnswer string `protobuf:"bytes,3,opt,name=final_answer,json=finalAnswer,proto3" json:"final_answer,omitempty"`
 	// Free-form string map, echoed and usable in expressions.
-	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The LLM calls of the run, in order (SPEC §10).
+	ModelCalls []*ModelCall `protobuf:"bytes,5,rep,name=model_calls,json=modelCalls,proto3" json:"model_calls,omitempty"`
+	// Optional per-turn text; element k-1 is turn k (SPEC §10).
+	Turns         []*Turn `protobuf:"bytes,6,rep,name=turns,proto3" json:"turns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +98,20 @@ func (x *Trace) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *Trace) GetModelCalls() []*ModelCall {
+	if x != nil {
+		return x.ModelCalls
+	}
+	return nil
+}
+
+func (x *Trace) GetTurns() []*Turn {
+	if x != nil {
+		return x.Turns
+	}
+	return nil
+}
+
 // ToolCall is one call of a tool by the agent.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -107,12 +125,18 @@ type ToolCall struct {
 	Error bool `protobuf:"varint,4,opt,name=error,proto3" json:"error,omitempty"`
 	// Caller's id of the call (provenance only).
 	Id string `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
-	// Start time in nanoseconds since the Unix epoch (provenance only).
+	// Start time in nanoseconds since the Unix epoch; with the end time gives the call's duration.
 	StartTimeUnixNano uint64 `protobuf:"varint,6,opt,name=start_time_unix_nano,json=startTimeUnixNano,proto3" json:"start_time_unix_nano,omitempty"`
-	// End time in nanoseconds since the Unix epoch (provenance only).
+	// End time in nanoseconds since the Unix epoch; 0 means the timing is not recorded.
 	EndTimeUnixNano uint64 `protobuf:"varint,7,opt,name=end_time_unix_nano,json=endTimeUnixNano,proto3" json:"end_time_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// 1-based user turn (ADK invocation) of the call; 0 means not recorded, read as turn 1.
+	Turn uint32 `protobuf:"varint,8,opt,name=turn,proto3" json:"turn,omitempty"`
+	// Agent or sub-agent that made the call, nested agents as a `/` path; empty = the root agent.
+	Agent string `protobuf:"bytes,9,opt,name=agent,proto3" json:"agent,omitempty"`
+	// MCP server or toolset that served the tool; empty = unknown.
+	Server        string `protobuf:"bytes,10,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ToolCall) Reset() {
@@ -194,19 +218,207 @@ func (x *ToolCall) GetEndTimeUnixNano() uint64 {
 	return 0
 }
 
+func (x *ToolCall) GetTurn() uint32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *ToolCall) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ToolCall) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ModelCall is one LLM call of the run (SPEC §10).
+type ModelCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Model name.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Input (prompt) tokens.
+	InputTokens uint64 `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	// Output (completion) tokens.
+	OutputTokens uint64 `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Cost in the caller's currency unit; absent means not recorded.
+	Cost *float64 `protobuf:"fixed64,4,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// 1-based user turn; 0 means not recorded, read as turn 1.
+	Turn uint32 `protobuf:"varint,5,opt,name=turn,proto3" json:"turn,omitempty"`
+	// Agent that made the call (`/` path); empty = the root agent.
+	Agent string `protobuf:"bytes,6,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Start time in nanoseconds since the Unix epoch.
+	StartTimeUnixNano uint64 `protobuf:"varint,7,opt,name=start_time_unix_nano,json=startTimeUnixNano,proto3" json:"start_time_unix_nano,omitempty"`
+	// End time in nanoseconds since the Unix epoch.
+	EndTimeUnixNano uint64 `protobuf:"varint,8,opt,name=end_time_unix_nano,json=endTimeUnixNano,proto3" json:"end_time_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ModelCall) Reset() {
+	*x = ModelCall{}
+	mi := &file_trajgrade_v1_trace_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelCall) ProtoMessage() {}
+
+func (x *ModelCall) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_trace_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelCall.ProtoReflect.Descriptor instead.
+func (*ModelCall) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_trace_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ModelCall) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelCall) GetInputTokens() uint64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *ModelCall) GetOutputTokens() uint64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *ModelCall) GetCost() float64 {
+	if x != nil && x.Cost != nil {
+		return *x.Cost
+	}
+	return 0
+}
+
+func (x *ModelCall) GetTurn() uint32 {
+	if x != nil {
+		return x.Turn
+	}
+	return 0
+}
+
+func (x *ModelCall) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *ModelCall) GetStartTimeUnixNano() uint64 {
+	if x != nil {
+		return x.StartTimeUnixNano
+	}
+	return 0
+}
+
+func (x *ModelCall) GetEndTimeUnixNano() uint64 {
+	if x != nil {
+		return x.EndTimeUnixNano
+	}
+	return 0
+}
+
+// Turn is the text of one user turn (SPEC §10).
+type Turn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's message that started the turn.
+	UserInput string `protobuf:"bytes,1,opt,name=user_input,json=userInput,proto3" json:"user_input,omitempty"`
+	// The agent's last text to the user in this turn.
+	FinalAnswer   string `protobuf:"bytes,2,opt,name=final_answer,json=finalAnswer,proto3" json:"final_answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Turn) Reset() {
+	*x = Turn{}
+	mi := &file_trajgrade_v1_trace_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Turn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Turn) ProtoMessage() {}
+
+func (x *Turn) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_trace_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Turn.ProtoReflect.Descriptor instead.
+func (*Turn) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_trace_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Turn) GetUserInput() string {
+	if x != nil {
+		return x.UserInput
+	}
+	return ""
+}
+
+func (x *Turn) GetFinalAnswer() string {
+	if x != nil {
+		return x.FinalAnswer
+	}
+	return ""
+}
+
 var File_trajgrade_v1_trace_proto protoreflect.FileDescriptor
 
 const file_trajgrade_v1_trace_proto_rawDesc = "" +
 	"\n" +
-	"\x18trajgrade/v1/trace.proto\x12\ftrajgrade.v1\"\xe4\x01\n" +
+	"\x18trajgrade/v1/trace.proto\x12\ftrajgrade.v1\"\xc8\x02\n" +
 	"\x05Trace\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
 	"\x05calls\x18\x02 \x03(\v2\x16.trajgrade.v1.ToolCallR\x05calls\x12!\n" +
 	"\ffinal_answer\x18\x03 \x01(\tR\vfinalAnswer\x12=\n" +
-	"\bmetadata\x18\x04 \x03(\v2!.trajgrade.v1.Trace.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x04 \x03(\v2!.trajgrade.v1.Trace.MetadataEntryR\bmetadata\x128\n" +
+	"\vmodel_calls\x18\x05 \x03(\v2\x17.trajgrade.v1.ModelCallR\n" +
+	"modelCalls\x12(\n" +
+	"\x05turns\x18\x06 \x03(\v2\x12.trajgrade.v1.TurnR\x05turns\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcb\x02\n" +
 	"\bToolCall\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x0earguments_json\x18\x02 \x01(\tH\x00R\rargumentsJson\x88\x01\x01\x12\x1b\n" +
@@ -214,9 +426,27 @@ const file_trajgrade_v1_trace_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\bR\x05error\x12\x0e\n" +
 	"\x02id\x18\x05 \x01(\tR\x02id\x12/\n" +
 	"\x14start_time_unix_nano\x18\x06 \x01(\x04R\x11startTimeUnixNano\x12+\n" +
-	"\x12end_time_unix_nano\x18\a \x01(\x04R\x0fendTimeUnixNanoB\x11\n" +
+	"\x12end_time_unix_nano\x18\a \x01(\x04R\x0fendTimeUnixNano\x12\x12\n" +
+	"\x04turn\x18\b \x01(\rR\x04turn\x12\x14\n" +
+	"\x05agent\x18\t \x01(\tR\x05agent\x12\x16\n" +
+	"\x06server\x18\n" +
+	" \x01(\tR\x06serverB\x11\n" +
 	"\x0f_arguments_jsonB\t\n" +
-	"\a_resultb\x06proto3"
+	"\a_result\"\x93\x02\n" +
+	"\tModelCall\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
+	"\finput_tokens\x18\x02 \x01(\x04R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x03 \x01(\x04R\foutputTokens\x12\x17\n" +
+	"\x04cost\x18\x04 \x01(\x01H\x00R\x04cost\x88\x01\x01\x12\x12\n" +
+	"\x04turn\x18\x05 \x01(\rR\x04turn\x12\x14\n" +
+	"\x05agent\x18\x06 \x01(\tR\x05agent\x12/\n" +
+	"\x14start_time_unix_nano\x18\a \x01(\x04R\x11startTimeUnixNano\x12+\n" +
+	"\x12end_time_unix_nano\x18\b \x01(\x04R\x0fendTimeUnixNanoB\a\n" +
+	"\x05_cost\"H\n" +
+	"\x04Turn\x12\x1d\n" +
+	"\n" +
+	"user_input\x18\x01 \x01(\tR\tuserInput\x12!\n" +
+	"\ffinal_answer\x18\x02 \x01(\tR\vfinalAnswerb\x06proto3"
 
 var (
 	file_trajgrade_v1_trace_proto_rawDescOnce sync.Once
@@ -230,20 +460,24 @@ func file_trajgrade_v1_trace_proto_rawDescGZIP() []byte {
 	return file_trajgrade_v1_trace_proto_rawDescData
 }
 
-var file_trajgrade_v1_trace_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_trajgrade_v1_trace_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_trajgrade_v1_trace_proto_goTypes = []any{
-	(*Trace)(nil),    // 0: trajgrade.v1.Trace
-	(*ToolCall)(nil), // 1: trajgrade.v1.ToolCall
-	nil,              // 2: trajgrade.v1.Trace.MetadataEntry
+	(*Trace)(nil),     // 0: trajgrade.v1.Trace
+	(*ToolCall)(nil),  // 1: trajgrade.v1.ToolCall
+	(*ModelCall)(nil), // 2: trajgrade.v1.ModelCall
+	(*Turn)(nil),      // 3: trajgrade.v1.Turn
+	nil,               // 4: trajgrade.v1.Trace.MetadataEntry
 }
 var file_trajgrade_v1_trace_proto_depIdxs = []int32{
 	1, // 0: trajgrade.v1.Trace.calls:type_name -> trajgrade.v1.ToolCall
-	2, // 1: trajgrade.v1.Trace.metadata:type_name -> trajgrade.v1.Trace.MetadataEntry
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 1: trajgrade.v1.Trace.metadata:type_name -> trajgrade.v1.Trace.MetadataEntry
+	2, // 2: trajgrade.v1.Trace.model_calls:type_name -> trajgrade.v1.ModelCall
+	3, // 3: trajgrade.v1.Trace.turns:type_name -> trajgrade.v1.Turn
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_trajgrade_v1_trace_proto_init() }
@@ -252,13 +486,14 @@ func file_trajgrade_v1_trace_proto_init() {
 		return
 	}
 	file_trajgrade_v1_trace_proto_msgTypes[1].OneofWrappers = []any{}
+	file_trajgrade_v1_trace_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trajgrade_v1_trace_proto_rawDesc), len(file_trajgrade_v1_trace_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
