@@ -110,6 +110,22 @@ def test_errors_across_chunks_name_the_callers_index(compiled: trajgrade.Compile
     assert all(o == compiled.grade(TRACE) for i, o in enumerate(outcomes) if i not in errors)
 
 
+def test_bytes_between_dicts_keep_their_index(compiled: trajgrade.CompiledSuite) -> None:
+    """`bytes` do not count toward a chunk's 512 encoded items: chunks of mixed input vary in
+    length, and every index stays the caller's."""
+    good = trace_pb2.Trace()
+    json_format.ParseDict(TRACE, good)
+    inputs: list[Any] = [TRACE if i % 3 else good.SerializeToString() for i in range(2000)]
+    bad = {0, 511, 767, 768, 1535, 1999}
+    for i in bad:
+        inputs[i] = b"\xff" if i % 2 else {"bogus": i}
+    outcomes = compiled.grade_batch(inputs)
+    errors = {i: o.field for i, o in enumerate(outcomes) if isinstance(o, result_pb2.ItemError)}
+    assert errors == {i: f"traces[{i}]" + ("" if i % 2 else ".bogus") for i in bad}
+    expected = compiled.grade(TRACE)
+    assert all(o == expected for i, o in enumerate(outcomes) if i not in bad)
+
+
 def test_a_bug_in_an_input_is_raised(compiled: trajgrade.CompiledSuite) -> None:
     class Broken(dict[str, Any]):  # a Mapping the Python path reads and fails on
         def items(self) -> Any:
