@@ -7,9 +7,10 @@ Convention for fenced code blocks (the word after the language is the block's ro
     ```json expect                        grade the current trace with the current suite, with
                                           `trajgrade.compile_suite(suite).grade(trace)`, and
                                           compare: every key given must equal the produced
-                                          value ("verdict", "score", "soft_failures", and per
-                                          entry of "results": "name", "status", "severity",
-                                          "reason_code", "reason", "positions")
+                                          value ("verdict", "score", "mean_score",
+                                          "soft_failures", and per entry of "results": "name",
+                                          "status", "severity", "reason_code", "reason",
+                                          "positions", "score")
     ```python quickstart                  README: run with the venv's Python (cwd = the repo)
                                           against a real `trajgrade serve`; its stdout must
                                           equal the next ```text output block
@@ -137,18 +138,19 @@ V2_CODES_WITHOUT_EXAMPLE = {
 def test_assertions_md_covers_every_kind_and_reason_code() -> None:
     path = REPO / "docs" / "assertions.md"
     found = list(examples(path))
+    declared = {f.name for f in assertion_pb2.Assertion.DESCRIPTOR.oneofs_by_name["kind"].fields}
+    common = {f.name for f in assertion_pb2.Assertion.DESCRIPTOR.fields} - declared
     kinds = {
         kind
         for e in found
         for assertion in e.suite["assertions"]
         for kind in assertion
-        if kind not in {"name", "severity", "negate"}
+        if kind not in common
     }
-    declared = {f.name for f in assertion_pb2.Assertion.DESCRIPTOR.oneofs_by_name["kind"].fields}
     assert kinds == declared - V2_KINDS_WITHOUT_EXAMPLE
     table = _section(path.read_text(encoding="utf-8"), "## Reason codes")
     spec_codes = set(re.findall(r"^\| `([A-Z_]+)` \|", table, re.M))
-    shown = {r["reason_code"] for e in found for r in e.expect.get("results", ())}
+    shown = {r.get("reason_code", "") for e in found for r in e.expect.get("results", ())}
     shown.discard("")
     pending = spec_codes - shown - V2_CODES_WITHOUT_EXAMPLE
     assert not pending, f"codes without an example: {sorted(pending)}"

@@ -14,6 +14,10 @@ pub struct CompiledAssertion {
     pub severity: Severity,
     pub negate: bool,
     pub kind: Kind,
+    /// Weight in `mean_score` (§12; 1.0 when absent).
+    pub weight: f64,
+    /// Reported, counted in no summary figure (§12).
+    pub report_only: bool,
 }
 
 /// The result of one assertion on one trace, before it becomes an `AssertionResult`.
@@ -25,6 +29,8 @@ pub struct Ran {
     /// Empty when passing.
     pub reason: String,
     pub positions: Vec<u32>,
+    /// §13: 1.0 or 0.0 for pass/fail kinds.
+    pub score: f64,
 }
 
 impl CompiledAssertion {
@@ -58,6 +64,7 @@ impl CompiledAssertion {
             reason_code: if pass { "" } else { reason.map_or("", Reason::code) },
             reason: if pass { String::new() } else { message },
             positions: base.positions,
+            score: if pass { 1.0 } else { 0.0 },
         }
     }
 
@@ -71,7 +78,7 @@ impl CompiledAssertion {
             reason_code: ran.reason_code.to_owned(),
             reason: ran.reason,
             positions: ran.positions,
-            score: 0.0,
+            score: ran.score,
         }
     }
 }
@@ -84,21 +91,22 @@ fn status(pass: bool) -> AssertionStatus {
     }
 }
 
-/// Verdict, score and soft failures of a list of results (§4).
-fn summary(results: impl Iterator<Item = (bool, Severity)>) -> (Verdict, f64, u32) {
-    let (mut n, mut passing, mut hard_failed, mut soft) = (0usize, 0usize, false, 0u32);
-    for (pass, severity) in results {
-        n += 1;
-        if pass {
-            passing += 1;
-        } else if severity == Severity::Hard {
-            hard_failed = true;
-        } else if severity == Severity::Soft {
-            soft += 1;
-        }
-    }
-    let score = if n == 0 { 1.0 } else { passing as f64 / n as f64 };
-    (if hard_failed { Verdict::Fail } else { Verdict::Pass }, score, soft)
+/// Verdict, score, soft failures and mean score of the results of `assertions` (§4, §13).
+fn summary<'r>(
+    assertions: &[CompiledAssertion],
+    results: impl Iterator<Item = (bool, f64)> + 'r,
+) -> (Verdict, f64, u32, f64) {
+    let (pass, score, soft, mean) =
+        crate::score::summarize(results.zip(assertions).map(|((pass, score), a)| {
+            crate::score::Counted {
+                pass,
+                soft: a.severity == Severity::Soft,
+                score,
+                weight: a.weight,
+                report_only: a.report_only,
+            }
+        }));
+    (if pass { Verdict::Pass } else { Verdict::Fail }, score, soft, mean)
 }
 
 /// Grades `trace` against the compiled assertions of `suite`.
@@ -143,12 +151,10 @@ pub fn grade_view(
     view: &TraceView<'_>,
 ) -> Result<GradeResult, Stop> {
     let results: Vec<AssertionResult> = run_all(assertions, view, |a| a.run(view))?;
-    let (verdict, score, soft_failures) = summary(results.iter().map(|r| {
-        (
-            r.status == AssertionStatus::Pass as i32,
-            Severity::try_from(r.severity).unwrap_or_default(),
-        )
-    }));
+    let (verdict, score, soft_failures, mean_score) = summary(
+        assertions,
+        results.iter().map(|r| (r.status == AssertionStatus::Pass as i32, r.score)),
+    );
     Ok(GradeResult {
         trace_id: view.id().to_owned(),
         suite_id: suite.id().to_owned(),
@@ -156,7 +162,7 @@ pub fn grade_view(
         score,
         soft_failures,
         results,
-        mean_score: 0.0,
+        mean_score,
     })
 }
 
@@ -169,8 +175,8 @@ pub fn grade_view_encoded(
 ) -> Result<Vec<u8>, Stop> {
     use crate::wire::{str_field_len, varint_field_len, varint_len, Writer};
     let ran: Vec<Ran> = run_all(assertions, view, |a| a.evaluate(view))?;
-    let (verdict, score, soft_failures) =
-        summary(ran.iter().zip(assertions).map(|(r, a)| (r.pass, a.severity)));
+    let (verdict, score, soft_failures, mean_score) =
+        summary(assertions, ran.iter().map(|r| (r.pass, r.score)));
     // Lengths first (each AssertionResult, then the GradeResult), then one exact-size write.
     let mut lens = Vec::with_capacity(ran.len());
     let mut results_len = 0;
@@ -181,7 +187,8 @@ pub fn grade_view_encoded(
             + varint_field_len(a.severity as u64)
             + str_field_len(r.reason_code.as_bytes())
             + str_field_len(r.reason.as_bytes())
-            + if packed == 0 { 0 } else { 1 + varint_len(packed as u64) + packed };
+            + if packed == 0 { 0 } else { 1 + varint_len(packed as u64) + packed }
+            + double_field_len(r.score);
         lens.push((len, packed));
         results_len += 1 + varint_len(len as u64) + len;
     }
@@ -189,18 +196,16 @@ pub fn grade_view_encoded(
     let grade_len = str_field_len(id)
         + str_field_len(suite.id().as_bytes())
         + varint_field_len(verdict as u64)
-        + if score == 0.0 { 0 } else { 9 }
+        + double_field_len(score)
         + varint_field_len(u64::from(soft_failures))
-        + results_len;
+        + results_len
+        + double_field_len(mean_score);
     let mut w = Writer::with_capacity(1 + varint_len(grade_len as u64) + grade_len);
     w.message_header(1, grade_len);
     w.str_field(1, id);
     w.str_field(2, suite.id().as_bytes());
     w.varint_field(3, verdict as u64);
-    if score != 0.0 {
-        w.key(4, 1);
-        w.buf.extend_from_slice(&score.to_le_bytes());
-    }
+    double_field(&mut w, 4, score);
     w.varint_field(5, u64::from(soft_failures));
     for ((r, a), &(len, packed)) in ran.iter().zip(assertions).zip(&lens) {
         w.message_header(6, len);
@@ -215,6 +220,25 @@ pub fn grade_view_encoded(
                 w.varint(u64::from(p));
             }
         }
+        double_field(&mut w, 7, r.score);
     }
+    double_field(&mut w, 7, mean_score);
     Ok(w.buf)
+}
+
+/// Encoded length of a proto3 `double` field (absent when 0.0, as prost writes it).
+fn double_field_len(v: f64) -> usize {
+    if v == 0.0 {
+        0
+    } else {
+        9
+    }
+}
+
+/// Writes a proto3 `double` field (fixed64 wire type), omitted when 0.0 as prost omits it.
+fn double_field(w: &mut crate::wire::Writer, tag: u32, v: f64) {
+    if v != 0.0 {
+        w.key(tag, 1);
+        w.buf.extend_from_slice(&v.to_le_bytes());
+    }
 }

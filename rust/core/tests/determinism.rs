@@ -13,8 +13,9 @@ use prost::Message;
 use serde_json::Value as Json;
 use sha2::{Digest, Sha256};
 use trajgrade_core::proto::v1::{
-    batch_grade_traces_request, grade_trace_request, trace_outcome, BatchGradeTracesRequest,
-    GradeTraceRequest, Suite, ToolCall, Trace, TraceOutcome,
+    batch_grade_traces_request, grade_trace_request, trace_outcome, AssertionStatus,
+    BatchGradeTracesRequest, BatchGradeTracesResponse, GradeResult, GradeTraceRequest,
+    GradeTraceResponse, Suite, ToolCall, Trace, TraceOutcome,
 };
 use trajgrade_core::{Grader, Limits};
 
@@ -250,6 +251,7 @@ fn digests(threads: usize) -> ([String; 4], BTreeSet<String>) {
                 }
                 other => panic!("an item error in the corpus: {other:?}"),
             }
+            let out = v1_outcome(&out);
             traces_h.update((out.len() as u64).to_le_bytes());
             traces_h.update(&out);
         }
@@ -257,7 +259,10 @@ fn digests(threads: usize) -> ([String; 4], BTreeSet<String>) {
             suite_ref: Some(batch_grade_traces_request::SuiteRef::Suite(suite.clone())),
             traces: traces.clone(),
         };
-        batch_h.update(grader.grade_batch_request(&batch.encode_to_vec()).expect("graded"));
+        let out = grader.grade_batch_request(&batch.encode_to_vec()).expect("graded");
+        let mut response = BatchGradeTracesResponse::decode(out.as_slice()).expect("decodes");
+        response.outcomes.iter_mut().for_each(strip_v2_outcome);
+        batch_h.update(response.encode_to_vec());
         let requests: Vec<Vec<u8>> = traces
             .iter()
             .take(3)
@@ -277,7 +282,9 @@ fn digests(threads: usize) -> ([String; 4], BTreeSet<String>) {
             let out = out.expect("graded");
             // The calling-thread path (small server batches) writes the same bytes.
             assert_eq!(Some(&out), same.expect("not deferred without a cap").as_ref().ok());
-            requests_h.update(out);
+            let mut response = GradeTraceResponse::decode(out.as_slice()).expect("decodes");
+            strip_v2(response.result.as_mut().expect("a result"));
+            requests_h.update(response.encode_to_vec());
         }
     }
     let suite: Suite = serde_json::from_str(BENCH_SUITE).expect("bench suite decodes");
@@ -285,10 +292,39 @@ fn digests(threads: usize) -> ([String; 4], BTreeSet<String>) {
     let bytes: Vec<Vec<u8>> = (0..400).map(|i| bench_trace(&mut r, i).encode_to_vec()).collect();
     let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
     for out in grader.grade_traces(&compiled, &refs) {
+        let out = v1_outcome(&out);
         bench_h.update((out.len() as u64).to_le_bytes());
         bench_h.update(&out);
     }
     ([traces_h, batch_h, requests_h, bench_h].map(|h| hex(&h.finalize())), codes)
+}
+
+/// Checks the SPEC v2 figures of a v1 result (each result's `score` is 1.0 or 0.0 as it passes;
+/// `mean_score` is `score` rounded to 4 places) and clears them: the digests pin the v1 fields,
+/// which v2 leaves byte-identical.
+fn strip_v2(g: &mut GradeResult) {
+    for r in &mut g.results {
+        let pass = r.status == AssertionStatus::Pass as i32;
+        assert_eq!(r.score.to_bits(), f64::to_bits(if pass { 1.0 } else { 0.0 }), "{r:?}");
+        r.score = 0.0;
+    }
+    let rounded: f64 = format!("{:.4}", g.score).parse().expect("a number");
+    assert_eq!(g.mean_score.to_bits(), rounded.to_bits(), "{g:?}");
+    g.mean_score = 0.0;
+}
+
+fn strip_v2_outcome(o: &mut TraceOutcome) {
+    if let Some(trace_outcome::Outcome::Result(g)) = o.outcome.as_mut() {
+        strip_v2(g);
+    }
+}
+
+/// A serialized `TraceOutcome` without its v2 figures (prost's encoding equals the core's).
+fn v1_outcome(out: &[u8]) -> Vec<u8> {
+    let mut o = TraceOutcome::decode(out).expect("decodes");
+    assert_eq!(o.encode_to_vec(), out, "the core's bytes are prost's encoding");
+    strip_v2_outcome(&mut o);
+    o.encode_to_vec()
 }
 
 /// Produced by the engine at commit e48bed5 (before the performance work); the first three

@@ -163,7 +163,18 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
     } else {
         default_name
     };
-    Some(CompiledAssertion { name, severity, negate: a.negate, kind })
+    let weight = a.weight.unwrap_or(1.0);
+    if !(weight.is_finite() && weight >= 0.0) {
+        c.problem(format!("{path}.weight"), format!("weight {weight} is not a finite number >= 0"));
+    }
+    Some(CompiledAssertion {
+        name,
+        severity,
+        negate: a.negate,
+        kind,
+        weight,
+        report_only: a.report_only,
+    })
 }
 
 /// A SPEC v2 kind this build does not grade yet: rejected at its field, never ignored.
@@ -181,12 +192,6 @@ fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
     };
     if a.scope.is_some() {
         reject(format!("{path}.scope"));
-    }
-    if a.weight.is_some() {
-        reject(format!("{path}.weight"));
-    }
-    if a.report_only {
-        reject(format!("{path}.report_only"));
     }
     let tolerant = |m: Option<&ArgsMatch>| m.is_some_and(|m| m.tolerance.is_some());
     match &a.kind {
@@ -284,8 +289,9 @@ mod v2_pending_tests {
                 "assertions[0].trajectory_score",
             ),
             (r#"{"tool_called":{"tool":"a"},"scope":{"agent":"b"}}"#, "assertions[0].scope"),
-            (r#"{"tool_called":{"tool":"a"},"weight":2}"#, "assertions[0].weight"),
-            (r#"{"tool_called":{"tool":"a"},"report_only":true}"#, "assertions[0].report_only"),
+            (r#"{"tool_called":{"tool":"a"},"weight":-1}"#, "assertions[0].weight"),
+            (r#"{"tool_called":{"tool":"a"},"weight":"NaN"}"#, "assertions[0].weight"),
+            (r#"{"tool_called":{"tool":"a"},"weight":"Infinity"}"#, "assertions[0].weight"),
             (
                 r#"{"tool_call_args":{"tool":"a","match":{"tolerance":{"abs":1}}}}"#,
                 "assertions[0].tool_call_args.match.tolerance",
