@@ -48,7 +48,7 @@ format:
 	cd rust && $(CARGO) fmt --all
 
 # What `buf breaking` compares the protos with: the local main branch (override with a tag).
-BUF_AGAINST ?= .git#branch=main,subdir=proto
+BUF_AGAINST ?= .git\#branch=main,subdir=proto
 
 .PHONY: lint ## ruff, rustfmt, clippy, proto drift checks, hadolint, kubeconform
 lint: lint-docker lint-k8s check-proto-go
