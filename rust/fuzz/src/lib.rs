@@ -287,6 +287,7 @@ impl MatchIn {
             flags: self.flags.clone().unwrap_or_default(),
             ignore: self.ignore.iter().take(3).cloned().collect(),
             defaults_json: self.defaults.as_ref().map(JsonText::get).unwrap_or_default(),
+            ..ArgsMatch::default()
         }
     }
 }
@@ -455,6 +456,7 @@ impl AssertionIn {
                             tool: t.get(),
                             args: i32::from(m % 6),
                             ignore: ig.iter().take(2).cloned().collect(),
+                            ..ToolOverride::default()
                         })
                         .collect(),
                 })
@@ -471,6 +473,7 @@ impl AssertionIn {
             severity: i32::from(self.severity % 3),
             negate: self.negate,
             kind: Some(kind),
+            ..Assertion::default()
         }
     }
 }
@@ -493,6 +496,7 @@ impl GradeInput {
             calls: self.calls.iter().take(8).map(CallIn::get).collect(),
             final_answer: self.final_answer.clone(),
             metadata: self.metadata.iter().take(3).cloned().collect(),
+            ..Trace::default()
         };
         let suite = Suite {
             name: "fuzz".to_owned(),
