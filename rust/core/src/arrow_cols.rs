@@ -338,6 +338,7 @@ impl<'a> ArrowTraces<'a> {
             arguments_json: opt(self.arguments_json, j),
             result: opt(self.result, j),
             error: self.error.is_some_and(|e| e.bool(j)),
+            ..Call::default()
         }
     }
 
@@ -370,7 +371,7 @@ impl<'a> ArrowTraces<'a> {
                 (k, v)
             })
             .collect();
-        (TraceParts { id, calls, final_answer, metadata }, len)
+        (TraceParts { id, calls, final_answer, metadata, ..TraceParts::default() }, len)
     }
 
     /// Row `row` as a decoded `Trace` (for the exact size check of a trace near the limit).

@@ -37,6 +37,7 @@ impl CompiledAssertion {
     /// Runs the kind and applies negation.
     pub fn evaluate(&self, t: &TraceView<'_>) -> Ran {
         let base = self.kind.check(t);
+        let base_score = base.score();
         let (pass, reason, message) = if !self.negate {
             (base.pass, base.reason, base.message)
         } else if base.reason == Some(Reason::ExpressionError) {
@@ -64,7 +65,14 @@ impl CompiledAssertion {
             reason_code: if pass { "" } else { reason.map_or("", Reason::code) },
             reason: if pass { String::new() } else { message },
             positions: base.positions,
-            score: if pass { 1.0 } else { 0.0 },
+            // A negated score is its complement (§13); an expression error scores 0 either way.
+            score: if base.reason == Some(Reason::ExpressionError) {
+                0.0
+            } else if self.negate {
+                crate::score::round4(1.0 - base_score)
+            } else {
+                base_score
+            },
         }
     }
 

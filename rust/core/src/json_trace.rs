@@ -82,6 +82,7 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
                     None => None,
                 },
                 error: c.error,
+                ..Call::default()
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -93,6 +94,7 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
             calls,
             final_answer: get(raw.final_answer)?,
             metadata,
+            ..TraceParts::default()
         },
         encoded_len: raw.encoded_len,
     })

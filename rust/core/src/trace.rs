@@ -4,7 +4,7 @@ use std::cell::OnceCell;
 use crate::error::CoreError;
 use crate::json::{self, ParseError, Value};
 use crate::limits::Limits;
-use crate::proto::v1::{ToolCall, Trace};
+use crate::proto::v1::{ModelCall as ModelCallMsg, ToolCall, Trace};
 use crate::wire::TraceParts;
 use crate::work::{CancelFlag, Work};
 
@@ -33,6 +33,36 @@ pub struct Call<'a> {
     pub arguments_json: Option<&'a str>,
     pub result: Option<&'a str>,
     pub error: bool,
+    /// 1-based user turn; 0 = not recorded, read as 1 (§10).
+    pub turn: u32,
+    /// Agent path (`triage/billing`); `""` = the root agent (§10).
+    pub agent: &'a str,
+    /// MCP server or toolset; `""` = unknown (§10).
+    pub server: &'a str,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+}
+
+/// One LLM call of the run (§10 `ModelCall`), borrowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ModelCall<'a> {
+    pub model: &'a str,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// `None` = not recorded.
+    pub cost: Option<f64>,
+    /// 0 = not recorded, read as 1.
+    pub turn: u32,
+    pub agent: &'a str,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+}
+
+/// Per-turn text (§10 `Turn`); element k-1 is turn k.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Turn<'a> {
+    pub user_input: &'a str,
+    pub final_answer: &'a str,
 }
 
 /// A trace plus lazily filled per-call caches; lives for one grading on one thread.
@@ -42,6 +72,8 @@ pub struct TraceView<'a> {
     final_answer: &'a str,
     /// Map entries; a later duplicate key wins.
     metadata: Vec<(&'a str, &'a str)>,
+    model_calls: Vec<ModelCall<'a>>,
+    turns: Vec<Turn<'a>>,
     cache: Vec<CallCache>,
     max_depth: usize,
     work: Work,
@@ -56,6 +88,12 @@ impl<'a> TraceView<'a> {
                 calls: trace.calls.iter().map(Call::from_message).collect(),
                 final_answer: &trace.final_answer,
                 metadata: trace.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+                model_calls: trace.model_calls.iter().map(ModelCall::from_message).collect(),
+                turns: trace
+                    .turns
+                    .iter()
+                    .map(|t| Turn { user_input: &t.user_input, final_answer: &t.final_answer })
+                    .collect(),
             },
             limits,
         )
@@ -70,6 +108,8 @@ impl<'a> TraceView<'a> {
             calls: parts.calls,
             final_answer: parts.final_answer,
             metadata: parts.metadata,
+            model_calls: parts.model_calls,
+            turns: parts.turns,
             cache,
             max_depth: limits.max_json_depth,
             work: Work::new(limits.max_work_units, None),
@@ -110,6 +150,16 @@ impl<'a> TraceView<'a> {
 
     pub fn calls(&self) -> &[Call<'a>] {
         &self.calls
+    }
+
+    /// The run's LLM calls, in order (§10).
+    pub fn model_calls(&self) -> &[ModelCall<'a>] {
+        &self.model_calls
+    }
+
+    /// Per-turn text; element k-1 is turn k (§10).
+    pub fn turns(&self) -> &[Turn<'a>] {
+        &self.turns
     }
 
     pub fn len(&self) -> usize {
@@ -177,6 +227,26 @@ impl<'a> Call<'a> {
             arguments_json: c.arguments_json.as_deref(),
             result: c.result.as_deref(),
             error: c.error,
+            turn: c.turn,
+            agent: &c.agent,
+            server: &c.server,
+            start_time_unix_nano: c.start_time_unix_nano,
+            end_time_unix_nano: c.end_time_unix_nano,
+        }
+    }
+}
+
+impl<'a> ModelCall<'a> {
+    pub fn from_message(m: &'a ModelCallMsg) -> Self {
+        ModelCall {
+            model: &m.model,
+            input_tokens: m.input_tokens,
+            output_tokens: m.output_tokens,
+            cost: m.cost,
+            turn: m.turn,
+            agent: &m.agent,
+            start_time_unix_nano: m.start_time_unix_nano,
+            end_time_unix_nano: m.end_time_unix_nano,
         }
     }
 }

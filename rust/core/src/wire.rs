@@ -14,6 +14,8 @@ pub struct TraceParts<'a> {
     pub final_answer: &'a str,
     /// Map entries in wire order; a later duplicate key wins.
     pub metadata: Vec<(&'a str, &'a str)>,
+    pub model_calls: Vec<crate::trace::ModelCall<'a>>,
+    pub turns: Vec<crate::trace::Turn<'a>>,
 }
 
 struct Reader<'a> {

@@ -28,15 +28,30 @@ pub struct Outcome {
     pub message: String,
     /// 1-based call positions (§4 table).
     pub positions: Vec<u32>,
+    /// §13 score of the un-negated result when the kind scores (`trajectory_score`); `None`
+    /// means 1.0 on pass and 0.0 on fail.
+    pub score: Option<f64>,
 }
 
 impl Outcome {
     pub fn pass(positions: Vec<u32>) -> Self {
-        Outcome { pass: true, reason: None, message: String::new(), positions }
+        Outcome { pass: true, reason: None, message: String::new(), positions, score: None }
     }
 
     pub fn fail(reason: Reason, message: String, positions: Vec<u32>) -> Self {
-        Outcome { pass: false, reason: Some(reason), message, positions }
+        Outcome { pass: false, reason: Some(reason), message, positions, score: None }
+    }
+
+    /// This outcome with a metric score (§12 `trajectory_score`).
+    #[must_use]
+    pub fn with_score(mut self, score: f64) -> Self {
+        self.score = Some(score);
+        self
+    }
+
+    /// The §13 score of this (un-negated) outcome.
+    pub fn score(&self) -> f64 {
+        self.score.unwrap_or(if self.pass { 1.0 } else { 0.0 })
     }
 }
 
@@ -44,6 +59,15 @@ impl Outcome {
 pub trait Check {
     /// Grades the trace; never panics on any input.
     fn check(&self, t: &TraceView<'_>) -> Outcome;
+
+    /// Grades turn `turn` under `per_turn` (§11); `t` already holds only that turn's calls.
+    /// Kinds with a reference (`trajectory_match`, `trajectory_score`) compare against the
+    /// reference calls of that turn and return `None` when the turn has neither calls nor
+    /// reference calls (skipped); every other kind grades `t` as it is.
+    fn check_turn(&self, t: &TraceView<'_>, turn: u32) -> Option<Outcome> {
+        let _ = turn;
+        Some(self.check(t))
+    }
 }
 
 /// Static dispatch over every kind.
