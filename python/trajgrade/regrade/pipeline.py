@@ -6,7 +6,6 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, TypeVar
 
 from rich.console import Console
@@ -252,11 +251,3 @@ def run_pipeline(
             grader.join(timeout=5)
             backend.close()
     return summary
-
-
-def default_out_dir(out: str) -> Path:
-    """The output path as an absolute Path (its directory must exist)."""
-    path = Path(out).absolute()
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"{path.parent}: no such directory")
-    return path

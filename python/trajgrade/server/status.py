@@ -128,12 +128,6 @@ def _row(exc: BaseException) -> _Row | None:
     return None
 
 
-def code_for(exc: BaseException) -> grpc.StatusCode:
-    """The gRPC code an exception maps to (INTERNAL for anything not in the table)."""
-    row = _row(exc)
-    return row.code if row is not None else _INTERNAL.code
-
-
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
 

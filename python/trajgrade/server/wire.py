@@ -61,18 +61,6 @@ def top_level_fields(buf: bytes) -> Iterator[tuple[int, int, int, int]]:
         yield number, start, start if kind == _VARINT else value_start, pos
 
 
-def last_field(buf: bytes, numbers: tuple[int, ...]) -> tuple[int, bytes] | None:
-    """The last top-level field among ``numbers`` as (number, its full encoding), or None.
-
-    The last one wins, as it does when protobuf parses a oneof that appears twice.
-    """
-    found: tuple[int, bytes] | None = None
-    for number, start, _, end in top_level_fields(buf):
-        if number in numbers:
-            found = (number, buf[start:end])
-    return found
-
-
 def field_value(buf: bytes, number: int) -> bytes | None:
     """The value bytes of the last length-delimited top-level field ``number``, or None."""
     found: bytes | None = None
