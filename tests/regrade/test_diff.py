@@ -101,3 +101,55 @@ def test_cli_json_and_exit_code(
     for transition, n in flipped.items():
         row = lines[transition.replace("->", " → ")]
         assert f" {n} " in row and f"{n / 600:.1%}" in row
+
+
+def _scored_row(trace_id: str, score: float, status: str) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id,
+        "suite_id": "s",
+        "verdict": "VERDICT_PASS" if status == "ASSERTION_STATUS_PASS" else "VERDICT_FAIL",
+        "score": 1.0 if status == "ASSERTION_STATUS_PASS" else 0.0,
+        "soft_failures": 0,
+        "results": [
+            {
+                "name": "trajectory_score",
+                "status": status,
+                "severity": "SEVERITY_HARD",
+                "reason_code": "" if status == "ASSERTION_STATUS_PASS" else "SCORE_BELOW_MIN",
+                "reason": "",
+                "positions": [],
+                "score": score,
+            }
+        ],
+        "mean_score": score,
+    }
+
+
+def test_score_deltas_show_partial_credit_moving_without_a_flip(tmp_path: Path) -> None:
+    """A trajectory_score that drops from 0.9 to 0.7 while still passing is a score change the
+    pass rate cannot show (SPEC §13); a v1-era row without scores reads as 1.0/0.0."""
+    p, f = "ASSERTION_STATUS_PASS", "ASSERTION_STATUS_FAIL"
+    old_rows = [_scored_row("a", 0.9, p), _scored_row("b", 0.4, f), _scored_row("c", 1.0, p)]
+    new_rows = [_scored_row("a", 0.7, p), _scored_row("b", 0.6667, p), _scored_row("c", 1.0, p)]
+    # A row written before SPEC v2: no mean_score, no result score.
+    v1_row = _scored_row("c", 1.0, p)
+    del v1_row["mean_score"], v1_row["results"][0]["score"]
+    old_rows[2] = v1_row
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in old_rows), encoding="utf-8")
+    new.write_text("".join(json.dumps(r) + "\n" for r in new_rows), encoding="utf-8")
+    result = diff_files(str(old), str(new))
+    change = result.assertions["trajectory_score"]
+    assert (change.old_passed, change.new_passed) == (2, 3)
+    assert change.old_score == pytest.approx((0.9 + 0.4 + 1.0) / 3)
+    assert change.new_score == pytest.approx((0.7 + 0.6667 + 1.0) / 3)
+    assert change.score_delta == pytest.approx((0.7 - 0.9 + 0.6667 - 0.4) / 3)
+    assert (change.score_down, change.score_up) == (1, 1)
+    assert change.scores_text() == ("0.7667", "0.7889", "+0.0222")
+    assert result.both_graded == 3
+    assert result.old_mean_score == pytest.approx(2.3 / 3)
+    document = result.to_json()
+    assert document["assertions"]["trajectory_score"]["score_down"] == 1
+    assert document["new_mean_score"] == pytest.approx(2.3667 / 3)
+    # The table shows the scores and the run's mean score.
+    assert diff_command.main([str(old), str(new)]) == 0

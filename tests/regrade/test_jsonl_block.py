@@ -110,13 +110,15 @@ def test_block_counts_and_marks(workload: dict[str, Path], tmp_path: Path) -> No
     assert block.passed == sum(row["verdict"] == "VERDICT_PASS" for row in graded)
     assert block.failed == len(graded) - block.passed
     assert block.soft_failures == sum(row["soft_failures"] for row in graded)
+    assert block.mean_score_units == sum(round(row["mean_score"] * 10_000) for row in graded)
     counts: dict[str, list[int]] = {}
     for row in graded:
         for r in row["results"]:
-            c = counts.setdefault(r["name"], [0, 0])
+            c = counts.setdefault(r["name"], [0, 0, 0])
             c[r["status"] != "ASSERTION_STATUS_PASS"] += 1
-    assert [(name, p, f) for name, _, p, f in block.assertions] == [
-        (name, p, f) for name, (p, f) in counts.items()
+            c[2] += round(r["score"] * 10_000)
+    assert [(name, p, f, u) for name, _, p, f, u in block.assertions] == [
+        (name, p, f, u) for name, (p, f, u) in counts.items()
     ]
     assert block.longest_row == max(map(len, rows))
     # Every error row is marked, failing rows only up to max_failing (3), in row order.

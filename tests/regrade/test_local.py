@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,16 +11,8 @@ import trajgrade
 from google.protobuf import json_format
 from trajgrade.commands import regrade as regrade_command
 from trajgrade.regrade import read_rows, regrade
-from trajgrade.regrade.output import arrow_schema
+from trajgrade.regrade.output import ROW_FIELDS, arrow_schema
 from trajgrade.v1 import result_pb2, trace_pb2
-
-
-def v1_fields(row: dict[str, Any]) -> dict[str, Any]:
-    """A GradeResult dict without the SPEC v2 figures (`mean_score`, each result's `score`):
-    regrade rows carry the v1 fields until the regrade output gains the v2 columns."""
-    row = {k: v for k, v in row.items() if k != "mean_score"}
-    row["results"] = [{k: v for k, v in r.items() if k != "score"} for r in row["results"]]
-    return row
 
 
 def _expected(workload: dict[str, Path]) -> list[dict[str, object]]:
@@ -31,12 +22,10 @@ def _expected(workload: dict[str, Path]) -> list[dict[str, object]]:
         trace = json_format.Parse(line, trace_pb2.Trace())
         result = compiled.grade(trace)
         rows.append(
-            v1_fields(
-                json_format.MessageToDict(
-                    result,
-                    preserving_proto_field_name=True,
-                    always_print_fields_with_no_presence=True,
-                )
+            json_format.MessageToDict(
+                result,
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=True,
             )
         )
     return rows
@@ -55,13 +44,15 @@ def test_rows_equal_per_trace_grade(workload: dict[str, Path], tmp_path: Path, s
     if suffix == "jsonl":
         # Each JSONL line is the protobuf JSON of a GradeResult and parses back as one.
         first = out.read_text(encoding="utf-8").splitlines()[0]
-        assert v1_fields(
-            json_format.MessageToDict(
-                json_format.Parse(first, result_pb2.GradeResult()),
-                preserving_proto_field_name=True,
-                always_print_fields_with_no_presence=True,
-            )
-        ) == json.loads(first)
+        parsed = json_format.MessageToDict(
+            json_format.Parse(first, result_pb2.GradeResult()),
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
+        )
+        assert parsed == json.loads(first)
+        # Keys in protobuf field order, scores included (SPEC §13).
+        assert list(json.loads(first)) == [f for f in ROW_FIELDS if f != "error"]
+        assert list(json.loads(first)["results"][0])[-1] == "score"
     else:
         assert pq.read_schema(out).remove_metadata() == arrow_schema().remove_metadata()
     assert not (tmp_path / f"results.{suffix}.parts").exists()

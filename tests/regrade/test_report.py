@@ -305,14 +305,15 @@ def test_rows_are_classified_as_a_parse_would(tmp_path: Path) -> None:
     """The byte test that skips passing JSONL rows is not fooled by look-alike text."""
     tricky = '"status":"ASSERTION_STATUS_FAIL" "error":{'
     ok = {"name": "a", "status": "ASSERTION_STATUS_PASS", "severity": "SEVERITY_HARD",
-          "reason_code": "", "reason": tricky, "positions": []}  # fmt: skip
+          "reason_code": "", "reason": tricky, "positions": [], "score": 1.0}  # fmt: skip
     rows = [
         {"trace_id": tricky, "suite_id": "s", "verdict": "VERDICT_PASS", "score": 1.0,
-         "soft_failures": 0, "results": [ok], "error": None},
+         "soft_failures": 0, "results": [ok], "mean_score": 1.0, "error": None},
         {"trace_id": "soft", "suite_id": "s", "verdict": "VERDICT_PASS", "score": 1.0,
          "soft_failures": 1, "results": [{**ok, "status": "ASSERTION_STATUS_FAIL",
-                                          "severity": "SEVERITY_SOFT", "reason_code": "X"}],
-         "error": None},
+                                          "severity": "SEVERITY_SOFT", "reason_code": "X",
+                                          "score": 0.0}],
+         "mean_score": 0.0, "error": None},
         error_row("bad", "s", "INVALID_TRACE", "f:line 3", tricky),
     ]  # fmt: skip
     path = tmp_path / "rows.jsonl"

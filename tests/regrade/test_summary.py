@@ -29,6 +29,8 @@ def _result(name: str, passed: bool, severity: str = "SEVERITY_HARD") -> dict[st
         "reason_code": "" if passed else "NO_MATCHING_CALL",
         "reason": "" if passed else 'expected "x" — got ☃\n',
         "positions": [] if passed else [0, 4294967295],
+        # Partial credit on some failures (a trajectory_score below its min_score, SPEC §12).
+        "score": 1.0 if passed else (0.6667 if name == NAMES[1] else 0.0),
     }
 
 
@@ -55,6 +57,9 @@ def _rows(n: int) -> list[dict[str, Any]]:
                     for r in results
                 ),
                 "results": results,
+                "mean_score": round(sum(r["score"] for r in results) / len(results), 4)
+                if results
+                else 1.0,
                 "error": None,
             }
         )
@@ -86,3 +91,16 @@ def test_table_summary_equals_row_summary(chunk: int, sample: int) -> None:
     assert counted.to_json() == reference.to_json()
     assert reference.soft_failures > 0 and reference.errors > 0
     assert set(reference.assertions) == set(NAMES)
+    # Scores are summed exactly (units of 0.0001), whatever the chunking.
+    partial = reference.assertions[NAMES[1]]
+    assert 0.0 < partial.mean_score < partial.pass_rate + 0.6667
+    assert partial.score_units == sum(
+        round(r["score"] * 10_000)
+        for row in rows
+        if row["error"] is None
+        for r in row["results"]
+        if r["name"] == NAMES[1]
+    )
+    assert reference.mean_score_units == sum(
+        round(row["mean_score"] * 10_000) for row in rows if row["error"] is None
+    )

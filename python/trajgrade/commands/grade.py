@@ -255,11 +255,12 @@ def print_table(result: result_pb2.GradeResult) -> None:
     console = Console(highlight=False)
     table = Table(
         title=f"trace {result.trace_id or '(no id)'}: {verdict}, score {result.score:.4g}, "
-        f"{result.soft_failures} soft failure(s)",
+        f"mean score {result.mean_score:.4f}, {result.soft_failures} soft failure(s)",
         caption=f"suite {result.suite_id}",
     )
     for column in ("#", "assertion", "status", "severity"):
         table.add_column(column, no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
     table.add_column("reason", overflow="fold", ratio=1)
     table.add_column("positions", overflow="fold")
     for i, r in enumerate(result.results, start=1):
@@ -268,5 +269,7 @@ def print_table(result: result_pb2.GradeResult) -> None:
         severity = assertion_pb2.Severity.Name(r.severity).removeprefix("SEVERITY_")
         reason = f"{r.reason_code}: {r.reason}" if r.reason_code else ""
         positions = ", ".join(map(str, r.positions))
-        table.add_row(str(i), r.name, f"[{style}]{status}[/]", severity, reason, positions)
+        table.add_row(
+            str(i), r.name, f"[{style}]{status}[/]", severity, f"{r.score:.4g}", reason, positions
+        )
     console.print(table)

@@ -16,9 +16,23 @@ if TYPE_CHECKING:
 
 Row: TypeAlias = dict[str, Any]
 """One output row; keys in ROW_FIELDS order. Graded rows have error None; error rows have
-verdict, score, soft_failures and results None."""
+verdict, score, mean_score, soft_failures and results None."""
 
-ROW_FIELDS = ("trace_id", "suite_id", "verdict", "score", "soft_failures", "results", "error")
+# GradeResult's fields in protobuf field order (so a JSONL line is its protobuf JSON), then error.
+ROW_FIELDS = (
+    "trace_id",
+    "suite_id",
+    "verdict",
+    "score",
+    "soft_failures",
+    "results",
+    "mean_score",
+    "error",
+)
+# The keys of a graded row's JSONL line (an error row has trace_id, suite_id and error).
+_GRADED_FIELDS = ROW_FIELDS[:-1]
+# Parquet schema tag; /2 added mean_score and each result's score (SPEC §13).
+SCHEMA_TAG = b"regrade-results/2"
 OUTPUT_FORMATS = ("jsonl", "parquet")
 
 _VERDICT = {v.number: v.name for v in result_pb2.DESCRIPTOR.enum_types_by_name["Verdict"].values}
@@ -62,9 +76,11 @@ def outcome_row(outcome: bytes, suite_id: str) -> Row:
                 "reason_code": r.reason_code,
                 "reason": r.reason,
                 "positions": list(r.positions),
+                "score": r.score,
             }
             for r in result.results
         ],
+        "mean_score": result.mean_score,
         "error": None,
     }
 
@@ -78,6 +94,7 @@ def error_row(trace_id: str, suite_id: str, reason_code: str, field: str, messag
         "score": None,
         "soft_failures": None,
         "results": None,
+        "mean_score": None,
         "error": {"reason_code": reason_code, "field": field, "message": message},
     }
 
@@ -92,7 +109,7 @@ def jsonl_line(row: Row) -> bytes:
     if row["error"] is not None:
         shaped = {"trace_id": row["trace_id"], "suite_id": row["suite_id"], "error": row["error"]}
     else:
-        shaped = {key: row[key] for key in ROW_FIELDS[:6]}
+        shaped = {key: row[key] for key in _GRADED_FIELDS}
     return (json.dumps(shaped, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
@@ -108,6 +125,7 @@ def arrow_schema() -> pa.Schema:
             ("reason_code", pa.string()),
             ("reason", pa.string()),
             ("positions", pa.list_(pa.uint32())),
+            ("score", pa.float64()),
         ]
     )
     error = pa.struct(
@@ -121,9 +139,10 @@ def arrow_schema() -> pa.Schema:
             ("score", pa.float64()),
             ("soft_failures", pa.uint32()),
             ("results", pa.list_(result)),
+            ("mean_score", pa.float64()),
             ("error", error),
         ],
-        metadata={b"trajgrade.schema": b"regrade-results/1"},
+        metadata={b"trajgrade.schema": SCHEMA_TAG},
     )
 
 
@@ -204,23 +223,31 @@ def row_from_json(raw: dict[str, Any]) -> Row:
             error.get("field", ""),
             error.get("message", ""),
         )
-    return {
-        "trace_id": raw.get("trace_id", ""),
-        "suite_id": raw.get("suite_id", ""),
-        "verdict": raw.get("verdict", "VERDICT_UNSPECIFIED"),
-        "score": float(raw.get("score", 0.0)),
-        "soft_failures": int(raw.get("soft_failures", 0)),
-        "results": [
+    score = float(raw.get("score", 0.0))
+    results = []
+    for r in raw.get("results", []):
+        status = r.get("status", "ASSERTION_STATUS_UNSPECIFIED")
+        results.append(
             {
                 "name": r.get("name", ""),
-                "status": r.get("status", "ASSERTION_STATUS_UNSPECIFIED"),
+                "status": status,
                 "severity": r.get("severity", "SEVERITY_UNSPECIFIED"),
                 "reason_code": r.get("reason_code", ""),
                 "reason": r.get("reason", ""),
                 "positions": list(r.get("positions", [])),
+                # Rows written before SPEC v2 carry no scores: a v1 result scores 1 or 0 and a
+                # v1 suite's mean_score is its score rounded (§13).
+                "score": float(r.get("score", 1.0 if status == "ASSERTION_STATUS_PASS" else 0.0)),
             }
-            for r in raw.get("results", [])
-        ],
+        )
+    return {
+        "trace_id": raw.get("trace_id", ""),
+        "suite_id": raw.get("suite_id", ""),
+        "verdict": raw.get("verdict", "VERDICT_UNSPECIFIED"),
+        "score": score,
+        "soft_failures": int(raw.get("soft_failures", 0)),
+        "results": results,
+        "mean_score": float(raw.get("mean_score", round(score, 4))),
         "error": None,
     }
 
@@ -235,5 +262,16 @@ def read_rows(path: str) -> Iterator[Row]:
         return
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
-        yield from batch.to_pylist()
+    parquet = pq.ParquetFile(path)
+    current = parquet.schema_arrow.metadata or {}
+    if current.get(b"trajgrade.schema") == SCHEMA_TAG:
+        for batch in parquet.iter_batches(batch_size=4096):
+            yield from batch.to_pylist()
+        return
+    # An older schema (no scores): each row through the JSON reader's defaults.
+    for batch in parquet.iter_batches(batch_size=4096):
+        for raw in batch.to_pylist():
+            if raw.get("error") is not None:
+                yield row_from_json({k: v for k, v in raw.items() if k != "results"})
+            else:
+                yield row_from_json({k: v for k, v in raw.items() if v is not None})

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
 
 # Failing traces kept for the report; bounded so memory stays flat however long the run.
 DEFAULT_FAILURE_SAMPLE = 200
+# Scores are rounded to 4 places (SPEC §13): summed as integers of this unit, sums are exact and
+# the same whichever engine (rows, core blocks, Arrow, Ray chunks) counted them.
+SCORE_UNITS = 10_000
+
+
+def score_units(score: float) -> int:
+    """A rounded score as an integer count of 0.0001 (the core's jsonl_block::score_units)."""
+    return round(score * SCORE_UNITS) if score > 0 else 0
 
 
 @dataclass
@@ -27,6 +35,7 @@ class AssertionStats:
     severity: str = "SEVERITY_HARD"
     passed: int = 0
     failed: int = 0
+    score_units: int = 0
 
     @property
     def total(self) -> int:
@@ -40,6 +49,11 @@ class AssertionStats:
     def soft_failures(self) -> int:
         return self.failed if self.severity == "SEVERITY_SOFT" else 0
 
+    @property
+    def mean_score(self) -> float:
+        """The mean of this assertion's scores (SPEC §13): partial credit, not just passes."""
+        return self.score_units / SCORE_UNITS / self.total if self.total else 0.0
+
 
 @dataclass
 class Summary:
@@ -51,6 +65,8 @@ class Summary:
     failed: int = 0
     errors: int = 0
     soft_failures: int = 0
+    # Sum of the graded traces' mean_score, in units of 0.0001.
+    mean_score_units: int = 0
     assertions: dict[str, AssertionStats] = field(default_factory=dict)
     error_codes: dict[str, int] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -60,6 +76,12 @@ class Summary:
     def pass_rate(self) -> float:
         """PASS verdicts over every trace read (an item error counts as not passing)."""
         return self.passed / self.traces if self.traces else 0.0
+
+    @property
+    def mean_score(self) -> float:
+        """The mean of the graded traces' mean_score (item errors are not graded)."""
+        graded = self.passed + self.failed
+        return self.mean_score_units / SCORE_UNITS / graded if graded else 0.0
 
     def add(self, rows: Iterable[Row]) -> None:
         """Count rows (in input order)."""
@@ -73,11 +95,13 @@ class Summary:
             else:
                 self.failed += 1
             self.soft_failures += row["soft_failures"]
+            self.mean_score_units += score_units(row["mean_score"])
             failing = []
             for result in row["results"]:
                 stats = self.assertions.get(result["name"])
                 if stats is None:
                     stats = self.assertions[result["name"]] = AssertionStats(result["severity"])
+                stats.score_units += score_units(result["score"])
                 if result["status"] == "ASSERTION_STATUS_PASS":
                     stats.passed += 1
                 else:
@@ -102,12 +126,14 @@ class Summary:
         self.passed += block.passed
         self.failed += block.failed
         self.soft_failures += block.soft_failures
-        for name, severity, passed, failed in block.assertions:
+        self.mean_score_units += block.mean_score_units
+        for name, severity, passed, failed, units in block.assertions:
             stats = self.assertions.get(name)
             if stats is None:
                 stats = self.assertions[name] = AssertionStats(severity)
             stats.passed += passed
             stats.failed += failed
+            stats.score_units += units
 
     def add_table(self, table: pa.Table) -> None:
         """Count result rows given as an Arrow table (output.arrow_schema) exactly as add()
@@ -124,9 +150,11 @@ class Summary:
         self.passed += passed
         self.failed += graded.num_rows - passed
         self.soft_failures += pc.sum(graded.column("soft_failures")).as_py() or 0
+        self.mean_score_units += _units_sum(graded.column("mean_score"))
         results = pc.list_flatten(graded.column("results"))
         names = pc.struct_field(results, "name")
         passes = pc.equal(pc.struct_field(results, "status"), "ASSERTION_STATUS_PASS")
+        scores = pc.struct_field(results, "score")
         severities = pc.struct_field(results, "severity")
         for name in pc.unique(names).to_pylist():  # in order of first appearance, as add()
             named = pc.equal(names, name)
@@ -138,6 +166,7 @@ class Summary:
             ok = pc.sum(pc.and_(named, passes)).as_py() or 0
             stats.passed += ok
             stats.failed += total - ok
+            stats.score_units += _units_sum(pc.filter(scores, named))
         # Error rows (counted and sampled) and, until the sample is full, failing rows, in
         # row order.
         import pyarrow as pa  # noqa: PLC0415
@@ -161,12 +190,14 @@ class Summary:
         self.failed += counts.failed
         self.errors += counts.errors
         self.soft_failures += counts.soft_failures
+        self.mean_score_units += counts.mean_score_units
         for name, theirs in counts.assertions.items():
             stats = self.assertions.get(name)
             if stats is None:
                 stats = self.assertions[name] = AssertionStats(theirs.severity)
             stats.passed += theirs.passed
             stats.failed += theirs.failed
+            stats.score_units += theirs.score_units
         for code, count in counts.error_codes.items():
             self.error_codes[code] = self.error_codes.get(code, 0) + count
 
@@ -226,8 +257,10 @@ class Summary:
             "failed": self.failed,
             "errors": self.errors,
             "soft_failures": self.soft_failures,
+            "mean_score_units": self.mean_score_units,
             "assertions": {
-                name: [s.severity, s.passed, s.failed] for name, s in self.assertions.items()
+                name: [s.severity, s.passed, s.failed, s.score_units]
+                for name, s in self.assertions.items()
             },
             "error_codes": dict(self.error_codes),
             "failures": list(self.failures),
@@ -244,9 +277,13 @@ class Summary:
             failed=raw["failed"],
             errors=raw["errors"],
             soft_failures=raw["soft_failures"],
+            # A manifest from before scores (SPEC §13): every v1 result scored its pass.
+            mean_score_units=raw.get("mean_score_units", raw["passed"] * SCORE_UNITS),
             assertions={
-                name: AssertionStats(sev, passed, failed)
-                for name, (sev, passed, failed) in raw["assertions"].items()
+                name: AssertionStats(
+                    counts[0], counts[1], counts[2], *(counts[3:] or [counts[1] * SCORE_UNITS])
+                )
+                for name, counts in raw["assertions"].items()
             },
             error_codes=dict(raw["error_codes"]),
             failures=list(raw["failures"]),
@@ -257,26 +294,41 @@ class Summary:
         """The per-assertion rich table printed at the end of a run."""
         table = Table(
             title=f"suite {self.suite_id}: {self.passed}/{self.traces} traces pass "
-            f"({self.pass_rate:.1%}), {self.failed} fail, {self.errors} errors",
+            f"({self.pass_rate:.1%}), {self.failed} fail, {self.errors} errors, "
+            f"mean score {self.mean_score:.4f}",
             title_justify="left",
         )
-        table.add_column("assertion")
+        # Names fold rather than lose their end (the tool) to an ellipsis on a narrow terminal.
+        table.add_column("assertion", overflow="fold", min_width=16)
         table.add_column("severity")
         table.add_column("pass rate", justify="right")
+        table.add_column("score", justify="right")  # the mean of the results' scores
         table.add_column("passed", justify="right")
         table.add_column("failed", justify="right")
-        table.add_column("soft failures", justify="right")
+        table.add_column("soft", justify="right")  # soft failures
         for name, stats in self.assertions.items():
-            rate = stats.pass_rate
-            style = "green" if rate == 1.0 else ("yellow" if rate >= 0.9 else "red")
+            style = _rate_style(stats.pass_rate)
             table.add_row(
                 name,
                 stats.severity.removeprefix("SEVERITY_").lower(),
-                f"[{style}]{rate:.1%}[/{style}]",
+                f"[{style}]{stats.pass_rate:.1%}[/{style}]",
+                f"{stats.mean_score:.4f}",
                 str(stats.passed),
                 str(stats.failed),
                 str(stats.soft_failures),
             )
         for code, count in sorted(self.error_codes.items()):
-            table.add_row(f"[red]item error {code}[/red]", "", "", "", str(count), "")
+            table.add_row(f"[red]item error {code}[/red]", "", "", "", "", str(count), "")
         return table
+
+
+def _rate_style(rate: float) -> str:
+    return "green" if rate == 1.0 else ("yellow" if rate >= 0.9 else "red")
+
+
+def _units_sum(scores: pa.Array | pa.ChunkedArray) -> int:
+    """Sum of score_units over an Arrow float column (nulls count 0)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    units = pc.round(pc.multiply(pc.fill_null(scores, 0.0), float(SCORE_UNITS)))
+    return int(pc.sum(units).as_py() or 0)

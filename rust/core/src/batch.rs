@@ -1264,7 +1264,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(rows[0].clone()).expect("utf-8"),
             format!(
-                "{{\"trace_id\":\"j0\",\"suite_id\":\"{id}\",\"verdict\":\"VERDICT_PASS\",\"score\":1.0,\"soft_failures\":0,\"results\":[{{\"name\":\"tool_called:a\",\"status\":\"ASSERTION_STATUS_PASS\",\"severity\":\"SEVERITY_HARD\",\"reason_code\":\"\",\"reason\":\"\",\"positions\":[1]}}]}}\n"
+                "{{\"trace_id\":\"j0\",\"suite_id\":\"{id}\",\"verdict\":\"VERDICT_PASS\",\"score\":1.0,\"soft_failures\":0,\"results\":[{{\"name\":\"tool_called:a\",\"status\":\"ASSERTION_STATUS_PASS\",\"severity\":\"SEVERITY_HARD\",\"reason_code\":\"\",\"reason\":\"\",\"positions\":[1],\"score\":1.0}}],\"mean_score\":1.0}}\n"
             )
         );
         let error_row = String::from_utf8(rows[2].clone()).expect("utf-8");

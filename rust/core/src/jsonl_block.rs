@@ -87,6 +87,19 @@ pub struct AssertionCount {
     pub severity: Severity,
     pub passed: u64,
     pub failed: u64,
+    /// Sum of the results' scores in units of 0.0001 (scores are rounded to 4 places, §13), so
+    /// sums are exact and the same in any order.
+    pub score_units: u64,
+}
+
+/// A score (rounded to 4 places, in [0, 1]) in units of 0.0001.
+pub fn score_units(score: f64) -> u64 {
+    if score.is_finite() && score > 0.0 {
+        // `round`, not truncation: 0.1234 * 10^4 may be 1233.9999999999998.
+        (score * 10_000.0).round() as u64
+    } else {
+        0
+    }
 }
 
 /// A row the caller looks at: an error row (always), or a failing row (the first ones only).
@@ -115,6 +128,8 @@ pub struct BlockRows {
     pub passed: u64,
     pub failed: u64,
     pub soft_failures: u64,
+    /// Sum of the graded rows' `mean_score` in units of 0.0001.
+    pub mean_score_units: u64,
     /// By result name, in order of first appearance.
     pub assertions: Vec<AssertionCount>,
     pub marks: Vec<Mark>,
@@ -162,6 +177,7 @@ impl BlockRows {
             self.failed += 1;
         }
         self.soft_failures += u64::from(r.soft_failures);
+        self.mean_score_units += score_units(r.mean_score);
         for (k, a) in r.results.iter().enumerate() {
             let passed = u64::from(a.status == AssertionStatus::Pass as i32);
             // Results come in suite order, so position k is nearly always the name's slot.
@@ -176,6 +192,7 @@ impl BlockRows {
                             severity: Severity::try_from(a.severity).unwrap_or_default(),
                             passed: 0,
                             failed: 0,
+                            score_units: 0,
                         });
                         self.assertions.len() - 1
                     }
@@ -184,6 +201,7 @@ impl BlockRows {
             let c = &mut self.assertions[slot];
             c.passed += passed;
             c.failed += 1 - passed;
+            c.score_units += score_units(a.score);
         }
     }
 
@@ -195,12 +213,14 @@ impl BlockRows {
         self.passed += next.passed;
         self.failed += next.failed;
         self.soft_failures += next.soft_failures;
+        self.mean_score_units += next.mean_score_units;
         self.longest_row = self.longest_row.max(next.longest_row);
         for c in next.assertions {
             match self.assertions.iter_mut().find(|mine| mine.name == c.name) {
                 Some(mine) => {
                     mine.passed += c.passed;
                     mine.failed += c.failed;
+                    mine.score_units += c.score_units;
                 }
                 None => self.assertions.push(c),
             }

@@ -17,7 +17,8 @@ pub fn lenient_json_id(line: &[u8]) -> String {
 }
 
 /// A graded row: `{"trace_id":..,"suite_id":..,"verdict":..,"score":..,"soft_failures":..,
-/// "results":[{"name","status","severity","reason_code","reason","positions"}]}` and `\n`.
+/// "results":[{"name","status","severity","reason_code","reason","positions","score"}],
+/// "mean_score":..}` and `\n` (`GradeResult`'s fields in protobuf field order).
 pub fn result_row(r: &GradeResult) -> Vec<u8> {
     let mut s = String::with_capacity(256 + 128 * r.results.len());
     push_result_row(&mut s, r);
@@ -57,9 +58,13 @@ pub fn push_result_row(s: &mut String, r: &GradeResult) {
             }
             let _ = write!(s, "{p}");
         }
-        s.push_str("]}");
+        s.push_str("],\"score\":");
+        push_float(s, a.score);
+        s.push('}');
     }
-    s.push_str("]}\n");
+    s.push_str("],\"mean_score\":");
+    push_float(s, r.mean_score);
+    s.push_str("}\n");
 }
 
 /// An item-error row: `{"trace_id":..,"suite_id":..,"error":{"reason_code","field","message"}}`.

@@ -52,9 +52,10 @@ impl From<Mark> for PyBlockMark {
     }
 }
 
-/// A graded block: every row (each ending in a newline), the counts of its graded rows, the
-/// results' pass/fail counts by name `(name, severity, passed, failed)` in order of first
-/// appearance, and the marked rows (error rows are counted only there).
+/// A graded block: every row (each ending in a newline), the counts of its graded rows (and the
+/// sum of their `mean_score` in units of 0.0001), the results' counts by name `(name, severity,
+/// passed, failed, score_units)` in order of first appearance, and the marked rows (error rows
+/// are counted only there).
 #[pyclass(frozen, get_all, name = "JsonlBlock", module = "trajgrade._core")]
 pub struct PyJsonlBlock {
     rows: Py<PyBytes>,
@@ -62,7 +63,8 @@ pub struct PyJsonlBlock {
     passed: u64,
     failed: u64,
     soft_failures: u64,
-    assertions: Vec<(String, String, u64, u64)>,
+    mean_score_units: u64,
+    assertions: Vec<(String, String, u64, u64, u64)>,
     marks: Vec<Py<PyBlockMark>>,
     longest_row: usize,
 }
@@ -75,10 +77,14 @@ impl PyJsonlBlock {
             passed: block.passed,
             failed: block.failed,
             soft_failures: block.soft_failures,
+            mean_score_units: block.mean_score_units,
             assertions: block
                 .assertions
                 .into_iter()
-                .map(|c| (c.name, c.severity.as_str_name().to_owned(), c.passed, c.failed))
+                .map(|c| {
+                    let severity = c.severity.as_str_name().to_owned();
+                    (c.name, severity, c.passed, c.failed, c.score_units)
+                })
                 .collect(),
             marks: block
                 .marks

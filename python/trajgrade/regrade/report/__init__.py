@@ -109,7 +109,7 @@ def _assertion_chart(summary: Summary) -> str:
                 name,
                 s.pass_rate,
                 _COLOURS[rate_class(s.pass_rate)],
-                f"{s.pass_rate:.1%}  ({s.passed:,}/{s.total:,}){soft}",
+                f"{s.pass_rate:.1%}  ({s.passed:,}/{s.total:,}) · score {s.mean_score:.4f}{soft}",
             )
         )
     return _bar_chart(rows)
@@ -137,18 +137,23 @@ def _flip_section(diff: RunDiff) -> str:
         change = diff.assertions[item[0]]
         return (0 if change.delta is None else 1, change.delta or 0.0)
 
+    def cell(text: str, delta: float | None, status: str) -> str:
+        if delta is None:
+            return f'<span class="badge b-{status}">{_e(status)}</span>'
+        colour = "red" if delta < 0 else "green" if delta > 0 else ""
+        return f'<span class="{colour}">{_e(text)}</span>'
+
     rows = []
     for name, c in sorted(diff.assertions.items(), key=order):
         old, new, delta = c.rates_text()
-        if c.delta is None:
-            cell = f'<span class="badge b-{c.status}">{_e(c.status)}</span>'
-        else:
-            cell = f'<span class="{"red" if c.delta < 0 else "green" if c.delta > 0 else ""}">'
-            cell += f"{_e(delta)}</span>"
+        old_score, new_score, score_delta = c.scores_text()
         rows.append(
             f"<tr><td>{_e(name)}</td><td class='num'>{_e(old)}</td><td class='num'>{_e(new)}</td>"
-            f"<td class='num'>{cell}</td><td class='num'>{c.pass_to_fail:,}</td>"
-            f"<td class='num'>{c.fail_to_pass:,}</td></tr>"
+            f"<td class='num'>{cell(delta, c.delta, c.status)}</td>"
+            f"<td class='num'>{_e(old_score)}</td><td class='num'>{_e(new_score)}</td>"
+            f"<td class='num'>{cell(score_delta, c.score_delta, c.status)}</td>"
+            f"<td class='num'>{c.pass_to_fail:,}</td><td class='num'>{c.fail_to_pass:,}</td>"
+            f"<td class='num'>{c.score_down:,}</td><td class='num'>{c.score_up:,}</td></tr>"
         )
     flips = "".join(
         f"<tr><td><code>{_e(f['trace_id'])}</code></td><td>{_e(f['old'])} → {_e(f['new'])}</td>"
@@ -166,7 +171,9 @@ def _flip_section(diff: RunDiff) -> str:
         f"both runs.</p>{chart}"
         "<h3>Assertions</h3><table id='assertion-changes'><thead><tr><th>assertion</th>"
         "<th class='num'>baseline</th><th class='num'>now</th><th class='num'>Δ</th>"
-        "<th class='num'>pass→fail</th><th class='num'>fail→pass</th></tr></thead>"
+        "<th class='num'>baseline score</th><th class='num'>score now</th>"
+        "<th class='num'>Δ score</th><th class='num'>pass→fail</th><th class='num'>fail→pass</th>"
+        "<th class='num'>score ↓</th><th class='num'>score ↑</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         f"<details><summary>Flipped traces{more}</summary><table><thead><tr><th>trace</th>"
         f"<th>verdict</th><th>assertions changed</th></tr></thead><tbody>{flips}</tbody>"
@@ -244,6 +251,8 @@ def render(
 <div class="card">traces<b>{summary.traces:,}</b></div>
 <div class="card" id="pass-rate" data-colour="{rate}">pass rate
 <b class="{rate}">{summary.pass_rate:.1%}</b></div>
+<div class="card" id="mean-score">mean score<b>{summary.mean_score:.4f}</b>
+<small>partial credit, SPEC §13</small></div>
 <div class="card">passed<b class="green">{summary.passed:,}</b></div>
 <div class="card">failed<b class="red">{summary.failed:,}</b></div>
 <div class="card">item errors<b class="amber">{summary.errors:,}</b></div>
