@@ -12,10 +12,11 @@ from pathlib import Path
 import fake_openai
 import pytest
 import trajgrade
+from core_support import needs_v2_trace_fields
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from test_import_otlp import _kv, _read, _span, _write
 from trajgrade.importers import ImportReport
-from trajgrade.v1 import assertion_pb2, suite_pb2, trace_pb2
+from trajgrade.v1 import assertion_pb2, result_pb2, suite_pb2, trace_pb2
 
 GROUP = "gen_ai.conversation.id"
 # Messages the model saw in each LLM call, in order: the concierge's four (turn 1: system +
@@ -82,6 +83,7 @@ def test_concierge_run_fills_turns_agents_servers_and_model_calls(
     assert "4 tool call(s) and 6 model call(s)" in report.summary()
 
 
+@needs_v2_trace_fields
 def test_concierge_run_grades_with_expressions_over_the_new_fields(
     concierge: tuple[Path, Path],
 ) -> None:
@@ -118,7 +120,7 @@ def test_concierge_run_grades_with_expressions_over_the_new_fields(
         ]
     )
     result = trajgrade.compile_suite(suite).grade(trace)
-    assert {r.name: r.passed for r in result.results} == {
+    assert {r.name: r.status == result_pb2.ASSERTION_STATUS_PASS for r in result.results} == {
         "ceiling": True,
         "below": False,
         "mcp weather": True,

@@ -730,8 +730,8 @@ class _Extractor:
                         source=source,
                     )
             if isinstance(message.get("content"), str) and message["content"]:
-                key = None if source is None else source.key
-                self.answers.append((event.time, span_order, message["content"], key))
+                answered_in = None if source is None else source.key
+                self.answers.append((event.time, span_order, message["content"], answered_in))
         elif event.name == "gen_ai.tool.message":
             call_id = body.get("id")
             if isinstance(call_id, str) and call_id and "content" in body:
@@ -949,12 +949,23 @@ def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Tra
         out.turn = turns.turn_at(*call.anchor)
         out.agent = tree.agent(call.span) if call.span is not None else ""
         out.server = call.server
+    _add_model_calls(trace, extractor, turns)
+    _add_turns(trace, extractor, turns, spans, answers)
+    trace.metadata["otel.trace_id"] = ",".join(group.trace_ids)
+    report.traces += 1
+    report.calls += len(trace.calls)
+    report.model_calls += len(trace.model_calls)
+    return trace
+
+
+def _add_model_calls(trace: trace_pb2.Trace, extractor: _Extractor, turns: TurnTimeline) -> None:
+    """One ModelCall per LLM span (not the spans above others, whose usage is a sum)."""
     for span in extractor.model_spans:
         usage = otlp_usage.read_usage(span.attrs)
         for key, why in usage.problems:
             extractor.unmapped(span, key, why)
         if not usage.recorded:
-            report.add(
+            extractor.report.add(
                 MODEL_CALL_WITHOUT_USAGE,
                 f"{extractor.where} span {span.span_id}",
                 f"{span.name}: counted with 0 tokens",
@@ -964,26 +975,33 @@ def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Tra
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             turn=turns.turn_at(span.start, span.order),
-            agent=tree.agent(span.key),
+            agent=extractor.tree.agent(span.key),
             start_time_unix_nano=span.start,
             end_time_unix_nano=span.end,
         )
         if usage.cost is not None:
             model_call.cost = usage.cost
-    # A turn's answer: the root agent's last text in it (a sub-agent answers its caller).
+
+
+def _add_turns(
+    trace: trace_pb2.Trace,
+    extractor: _Extractor,
+    turns: TurnTimeline,
+    spans: dict[SpanKey, _Span],
+    answers: list[tuple[int, int, str, SpanKey | None]],
+) -> None:
+    """`turns[k-1]`: turn k's user message, and the root agent's last text in the turn (a
+    sub-agent answers its caller, not the user). `answers` are in time order."""
     said: dict[int, str] = {}
-    for time, order, text, key in answers:
-        if key is None or tree.agent(key) == "":
-            said[turns.turn_at(*((time, order) if key is None else spans[key].anchor))] = text
+    for time, order, text, answered_in in answers:
+        if answered_in is None:
+            said[turns.turn_at(time, order)] = text
+        elif extractor.tree.agent(answered_in) == "":
+            said[turns.turn_at(*spans[answered_in].anchor)] = text
     for number in range(1, turns.count + 1):
         trace.turns.add(
             user_input=turns.user_inputs.get(number, ""), final_answer=said.get(number, "")
         )
-    trace.metadata["otel.trace_id"] = ",".join(group.trace_ids)
-    report.traces += 1
-    report.calls += len(trace.calls)
-    report.model_calls += len(trace.model_calls)
-    return trace
 
 
 def _turns(extractor: _Extractor, spans: dict[SpanKey, _Span]) -> TurnTimeline:
