@@ -249,3 +249,38 @@ def test_anthropic_messages_without_user_text_record_no_turns() -> None:
     assert trace.calls[0].turn == 0
     assert list(trace.turns) == []
     assert trace_pb2.Trace().turns == trace.turns
+
+
+def test_hosted_mcp_calls_name_their_server() -> None:
+    responses = openai.from_items(
+        [
+            {
+                "type": "mcp_call",
+                "id": "mcp_1",
+                "server_label": "deepwiki",
+                "name": "ask_question",
+                "arguments": '{"q": "x"}',
+                "output": "answer",
+            }
+        ]
+    )
+    assert [(c.name, c.server, c.result) for c in responses.calls] == [
+        ("ask_question", "deepwiki", "answer")
+    ]
+    claude = anthropic.from_messages(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "mcp_tool_use",
+                        "id": "m1",
+                        "name": "echo",
+                        "server_name": "example-mcp",
+                        "input": {"text": "hi"},
+                    }
+                ],
+            }
+        ]
+    )
+    assert [(c.name, c.server) for c in claude.calls] == [("echo", "example-mcp")]

@@ -158,6 +158,9 @@ def _add_call(
         report.add(TOOL_CALL_WITHOUT_NAME, where)
         return False
     call = trace_pb2.ToolCall(name=name)
+    # An MCP connector call names its server (the request's `mcp_servers[].name`).
+    if block.get("type") == "mcp_tool_use" and isinstance(block.get("server_name"), str):
+        call.server = block["server_name"]
     if "input" in block:
         raw = block["input"]
         # A streamed-and-stored block may keep the input as the partial-JSON text itself.

@@ -175,6 +175,8 @@ class _Builder:
         elif kind == "mcp_call":
             call = self.add_call(item.get("id"), item.get("name"), item.get("arguments"), where)
             if call is not None:
+                if isinstance(item.get("server_label"), str):
+                    call.server = item["server_label"]
                 if item.get("output") is not None:
                     call.result = self.result_text(item.get("output"), where)
                 call.error = bool(item.get("error"))
