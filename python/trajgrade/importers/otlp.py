@@ -460,7 +460,10 @@ class _Extractor:
         self.above_model: set[SpanKey] = set()
         for span in spans:
             if otlp_usage.is_model_span(span.attrs):
-                self.above_model.update(self.tree.ancestors(span.key))
+                for ancestor in self.tree.ancestors(span.key):
+                    if ancestor in self.above_model:
+                        break  # marked from another model span, and so is all above it
+                    self.above_model.add(ancestor)
 
     def span(self, span: _Span) -> None:
         attrs = span.attrs

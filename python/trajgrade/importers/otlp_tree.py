@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 # A span's key: (trace id, span id). Span ids are unique per trace, not across traces.
@@ -41,6 +42,15 @@ def agent_name(span: TreeSpan) -> str | None:
     return None
 
 
+@dataclass(frozen=True, eq=False)
+class _Agent:
+    """One agent in a chain of agent spans; chains share their outer part (memory stays linear
+    in the span count however deep the tree)."""
+
+    name: str
+    outer: _Agent | None
+
+
 class SpanTree:
     """Parent links and agent paths of the spans of one group.
 
@@ -50,9 +60,11 @@ class SpanTree:
 
     def __init__(self, spans: Sequence[TreeSpan]) -> None:
         self._by_key: dict[SpanKey, TreeSpan] = {(s.trace_id, s.span_id): s for s in spans}
-        self._agents: dict[SpanKey, tuple[str, ...]] = {}
+        # The innermost agent each span runs under (None: no agent span above it).
+        self._agents: dict[SpanKey, _Agent | None] = {}
+        self._paths: dict[int, str] = {}
         for span in spans:
-            self._agent_chain(span)
+            self._agent_of(span)
 
     def parent(self, key: SpanKey) -> SpanKey | None:
         """The key of the span's parent, when that span is in the group."""
@@ -79,10 +91,21 @@ class SpanTree:
         the root) is under `triage/billing`. Two nested spans of one agent name (a framework
         that writes both an invocation and a run span) count once.
         """
-        return "/".join(self._agents.get(key, ())[1:])
+        innermost = self._agents.get(key)
+        if innermost is None:
+            return ""
+        path = self._paths.get(id(innermost))
+        if path is None:
+            names = []
+            node: _Agent | None = innermost
+            while node is not None:
+                names.append(node.name)
+                node = node.outer
+            path = "/".join(reversed(names[:-1]))
+            self._paths[id(innermost)] = path
+        return path
 
-    def _agent_chain(self, span: TreeSpan) -> tuple[str, ...]:
-        key = (span.trace_id, span.span_id)
+    def _agent_of(self, span: TreeSpan) -> _Agent | None:
         pending: list[TreeSpan] = []
         seen: set[SpanKey] = set()
         current: TreeSpan | None = span
@@ -94,12 +117,12 @@ class SpanTree:
             pending.append(current)
             parent = self.parent(at)
             current = self._by_key[parent] if parent is not None else None
-        chain: tuple[str, ...] = ()
+        agent: _Agent | None = None
         if current is not None:
-            chain = self._agents.get((current.trace_id, current.span_id), ())
+            agent = self._agents.get((current.trace_id, current.span_id))
         for item in reversed(pending):
             name = agent_name(item)
-            if name is not None and (not chain or chain[-1] != name):
-                chain = (*chain, name)
-            self._agents[(item.trace_id, item.span_id)] = chain
-        return self._agents[key]
+            if name is not None and (agent is None or agent.name != name):
+                agent = _Agent(name, agent)
+            self._agents[(item.trace_id, item.span_id)] = agent
+        return agent
