@@ -138,6 +138,16 @@ def test_per_turn_grading_gives_adks_average(
     assert result.mean_score == score
 
 
+@needs_budget_and_scope
+def test_a_run_that_stops_after_turn_1_is_graded_on_turn_1_only() -> None:
+    # Divergence 2 (docs/suite-formats.md): turns after the run's last are not evaluated.
+    trace = _run(ON)
+    del trace.turns[1:]
+    [outcome] = compile_suite(adk.convert(CASE, config=CONFIG).suite).grade(trace).results
+    assert outcome.status == result_pb2.ASSERTION_STATUS_PASS
+    assert outcome.score == 1.0
+
+
 def test_conversation_must_be_a_list() -> None:
     broken = copy.deepcopy(CASE)
     broken["conversation"] = {"not": "a list"}
