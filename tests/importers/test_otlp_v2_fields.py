@@ -374,3 +374,21 @@ def test_token_counts_must_be_whole_numbers(tmp_path: Path, value: object) -> No
     [trace], report = _read(_write(tmp_path, [span]))
     assert (trace.model_calls[0].input_tokens, trace.model_calls[0].output_tokens) == (0, 1)
     assert report.unmapped == {"UNMAPPED_ATTRIBUTE": 1}
+
+
+def test_genai_inputs_of_any_shape_give_the_user_messages_they_have(tmp_path: Path) -> None:
+    inputs = json.dumps(
+        [
+            1,
+            "text",
+            {"role": "user", "parts": [{"type": "text", "content": "hi"}, 7]},
+            {"role": "assistant", "parts": "not a list"},
+            # Tool results sent back as a user message (Anthropic-style) continue the turn.
+            {"role": "user", "parts": [{"type": "tool_call_response", "id": "a", "response": 1}]},
+            {"role": "user", "parts": [{"type": "text", "content": "and then?"}]},
+        ]
+    )
+    span = _span(1, 1, 100, {"gen_ai.operation.name": "chat", "gen_ai.input.messages": inputs})
+    [trace], _ = _read(_write(tmp_path, [span]))
+    assert [t.user_input for t in trace.turns] == ["hi", "and then?"]
+    assert trace.model_calls[0].turn == 2

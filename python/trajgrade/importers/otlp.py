@@ -660,7 +660,8 @@ class _Extractor:
                 ):
                     texts.append(part["content"])
             # A user message that only carries tool results continues the turn.
-            if message.get("role") == "user" and not (responses and not texts):
+            is_user = isinstance(message, dict) and message.get("role") == "user"
+            if is_user and not (responses and not texts):
                 users.append("".join(texts))
 
     def openinference_output(self, span: _Span) -> None:
