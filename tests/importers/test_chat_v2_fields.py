@@ -13,7 +13,7 @@ from core_support import needs_v2_trace_fields
 from openai import OpenAI
 from trajgrade import importers
 from trajgrade.importers import ImportReport, anthropic, openai
-from trajgrade.v1 import assertion_pb2, suite_pb2, trace_pb2
+from trajgrade.v1 import assertion_pb2, result_pb2, suite_pb2, trace_pb2
 
 
 def _sdk_conversation() -> list[dict[str, Any]]:
@@ -90,7 +90,10 @@ def test_openai_sdk_conversation_grades_a_token_ceiling(tmp_path: Path) -> None:
         ]
     )
     result = trajgrade.compile_suite(suite).grade(trace)
-    assert [(r.name, r.passed) for r in result.results] == [("at ceiling", True), ("below", False)]
+    assert [(r.name, r.status == result_pb2.ASSERTION_STATUS_PASS) for r in result.results] == [
+        ("at ceiling", True),
+        ("below", False),
+    ]
 
 
 def test_chat_completion_response_objects_each_give_a_model_call(tmp_path: Path) -> None:
