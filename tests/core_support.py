@@ -2,8 +2,9 @@
 a failure (strict xfail) while the core does not see them, and must pass once it does.
 
 On main the core's fast protobuf decoder (rust/core/src/wire.rs) skips the v2 `Trace` and
-`ToolCall` fields, so an expression sees no `model_calls`, `agent`, `turn` or `server`; and
-`budget` / `scope` assertions are rejected at compile time. Other branches add both.
+`ToolCall` fields and the expression kind binds none of them, so an expression sees no
+`model_calls`, `agent`, `turn` or `server`; and `budget` / `scope` assertions are rejected at
+compile time. Other branches add them.
 """
 
 from __future__ import annotations
@@ -27,24 +28,36 @@ def reads_v2_trace_fields() -> bool:
     return result.status == result_pb2.ASSERTION_STATUS_PASS
 
 
-@functools.cache
-def grades_budget_and_scope() -> bool:
+def _compiles(assertion: dict[str, object]) -> bool:
     try:
-        trajgrade.compile_suite(
-            {"assertions": [{"budget": {"max_total_tokens": "1"}, "scope": {"per_turn": True}}]}
-        )
+        trajgrade.compile_suite({"assertions": [assertion]})
     except trajgrade.InvalidSuiteError:
         return False
-    return reads_v2_trace_fields()
+    return True
+
+
+@functools.cache
+def grades_budget() -> bool:
+    return _compiles({"budget": {"max_total_tokens": "1"}}) and reads_v2_trace_fields()
+
+
+@functools.cache
+def grades_per_turn() -> bool:
+    return _compiles({"tool_called": {"tool": "a"}, "scope": {"per_turn": True}})
 
 
 needs_v2_trace_fields = pytest.mark.xfail(
     condition=not reads_v2_trace_fields(),
-    reason="the core's fast Trace decoder skips the SPEC v2 fields (rust/core/src/wire.rs)",
+    reason="the core's Trace decoders or expression bindings skip the SPEC v2 fields",
     strict=True,
 )
-needs_budget_and_scope = pytest.mark.xfail(
-    condition=not grades_budget_and_scope(),
-    reason="the core rejects budget / scope assertions and skips the v2 trace fields",
+needs_budget = pytest.mark.xfail(
+    condition=not grades_budget(),
+    reason="the core rejects budget assertions or skips the v2 trace fields",
+    strict=True,
+)
+needs_per_turn = pytest.mark.xfail(
+    condition=not grades_per_turn(),
+    reason="the core rejects scope (per_turn)",
     strict=True,
 )
