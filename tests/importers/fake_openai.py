@@ -47,7 +47,8 @@ CONCIERGE_SCRIPT: dict[str, tuple[tuple[tuple[str, str, str], ...], str]] = {
 
 def concierge_usage(messages: int) -> dict[str, int]:
     """Tokens the concierge model reports: the prompt grows with the conversation."""
-    return {"prompt_tokens": 100 * messages, "completion_tokens": 20, "total_tokens": 0}
+    prompt = 100 * messages
+    return {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
 
 
 def _usage() -> dict[str, int]:
@@ -71,7 +72,6 @@ def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]
     elif model == CONCIERGE_MODEL:
         calls, answer = _concierge(messages)
         usage = concierge_usage(len(messages))
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     else:
         calls = () if done else CALLS
     if not calls:
