@@ -70,3 +70,22 @@ def _drive(
             _, stderr = process.communicate(timeout=90)
             assert process.returncode == 0, f"{mode} driver failed:\n{stderr.decode()}"
     return results
+
+
+@pytest.fixture(scope="session")
+def concierge(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two user turns, a sub-agent and a stdio MCP server, through real instrumentation
+    (tests/importers/concierge_driver.py): the agent's traces file and the MCP server's."""
+    out = tmp_path_factory.mktemp("concierge")
+    traces, server_traces = out / "concierge.traces.json", out / "weather-mcp.traces.json"
+    with fake_openai.serve() as base_url:
+        command = [
+            sys.executable,
+            str(HERE / "concierge_driver.py"),
+            base_url,
+            str(traces),
+            str(server_traces),
+        ]
+        process = subprocess.run(command, capture_output=True, timeout=120, check=False)
+    assert process.returncode == 0, f"concierge driver failed:\n{process.stderr.decode()}"
+    return traces, server_traces

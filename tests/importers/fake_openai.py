@@ -26,19 +26,56 @@ REUSE_IDS_MODEL = "fake-reuses-ids"
 REUSED_ID = "call_0"
 
 
+# The multi-turn concierge (tests/importers/concierge_driver.py): what the model does after the
+# last user message, by that message. With no tool result since it, it asks for the calls; with
+# one, it answers. The booking sub-agent's task arrives as its own user message.
+CONCIERGE_MODEL = "fake-concierge"
+USER_TURNS = ("Weather and time in Paris?", "Book a table for two at 8pm.")
+BOOKING_TASK = "table for two at 20:00"
+BOOKING_ARGS = '{"party": 2, "time": "20:00"}'
+BOOKED = "Booked table 12."
+SECOND_ANSWER = "Your table for two is booked for 20:00."
+CONCIERGE_SCRIPT: dict[str, tuple[tuple[tuple[str, str, str], ...], str]] = {
+    USER_TURNS[0]: (CALLS, FINAL_ANSWER),
+    USER_TURNS[1]: (
+        (("call_booking_3", "booking_agent", json.dumps({"request": BOOKING_TASK})),),
+        SECOND_ANSWER,
+    ),
+    BOOKING_TASK: ((("call_book_4", "book_table", BOOKING_ARGS),), BOOKED),
+}
+
+
+def concierge_usage(messages: int) -> dict[str, int]:
+    """Tokens the concierge model reports: the prompt grows with the conversation."""
+    prompt = 100 * messages
+    return {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20}
+
+
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
 
 
+def _concierge(messages: list[dict[str, Any]]) -> tuple[tuple[tuple[str, str, str], ...], str]:
+    last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    calls, answer = CONCIERGE_SCRIPT[messages[last_user]["content"]]
+    answered = any(m.get("role") == "tool" for m in messages[last_user:])
+    return ((), answer) if answered else (calls, answer)
+
+
 def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]:
     done = sum(m.get("role") == "tool" for m in messages)
+    answer = FINAL_ANSWER
+    usage = _usage()
     if model == REUSE_IDS_MODEL:
         calls = CALLS[done : done + 1]
         calls = tuple((REUSED_ID, name, args) for _, name, args in calls)
+    elif model == CONCIERGE_MODEL:
+        calls, answer = _concierge(messages)
+        usage = concierge_usage(len(messages))
     else:
         calls = () if done else CALLS
     if not calls:
-        message: dict[str, Any] = {"role": "assistant", "content": FINAL_ANSWER}
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
         finish = "stop"
     else:
         message = {
@@ -56,7 +93,7 @@ def _chat_response(messages: list[dict[str, Any]], model: str) -> dict[str, Any]
         "created": 1_700_000_000,
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": _usage(),
+        "usage": usage,
     }
 
 

@@ -58,7 +58,11 @@ SAMPLE = trace_pb2.Trace(
         trace_pb2.ToolCall(name="noop", arguments_json='{"x":1}', id="c3"),
     ],
     final_answer="Done: refund denied.",
+    # The renderings below open with one user message: one turn (SPEC §10).
+    turns=[trace_pb2.Turn(user_input="hi", final_answer="Done: refund denied.")],
 )
+for _call in SAMPLE.calls:
+    _call.turn = 1
 
 
 def _chat(trace: trace_pb2.Trace) -> list[dict[str, object]]:

@@ -30,15 +30,22 @@ def _read(
     return traces, report
 
 
-def _only_usage_unmapped(report: ImportReport, llm_spans: int) -> None:
-    """Everything but token usage (no Trace field until SPEC v2) was mapped, and usage is
-    counted: `gen_ai.usage.{input,output}_tokens`, or OpenInference's prompt/completion/total."""
-    assert set(report.unmapped) == {"UNMAPPED_ATTRIBUTE"}, report.summary()
-    examples = report.examples["UNMAPPED_ATTRIBUTE"]
-    assert all("token usage has no Trace field" in e for e in examples), examples
-    per_span = 3 if "llm.token_count." in examples[0] else 2
-    assert report.unmapped["UNMAPPED_ATTRIBUTE"] == per_span * llm_spans
-    assert "everything in the input was mapped" not in report.summary()
+def _usage_mapped(
+    trace: trace_pb2.Trace,
+    report: ImportReport,
+    llm_spans: int,
+    model: str = "gpt-4o-mini",
+) -> None:
+    """Everything was mapped: token usage (`gen_ai.usage.{input,output}_tokens`, or
+    OpenInference's prompt/completion/total) became the trace's model calls (SPEC §10)."""
+    assert not report.unmapped, report.summary()
+    assert "everything in the input was mapped" in report.summary()
+    usage = fake_openai._usage()
+    assert [(m.model, m.input_tokens, m.output_tokens) for m in trace.model_calls] == [
+        (model, usage["prompt_tokens"], usage["completion_tokens"])
+    ] * llm_spans
+    assert not any(m.HasField("cost") for m in trace.model_calls)
+    assert report.model_calls == llm_spans
 
 
 def _check_weather_run(trace: trace_pb2.Trace, *, with_spans: bool) -> None:
@@ -55,6 +62,18 @@ def _check_weather_run(trace: trace_pb2.Trace, *, with_spans: bool) -> None:
         assert clock.error  # the execution span ended with status ERROR
         assert weather.start_time_unix_nano > 0
         assert weather.start_time_unix_nano <= clock.start_time_unix_nano
+        # Span times are the call times (SPEC §10: a duration when end >= start > 0).
+        assert 0 < clock.start_time_unix_nano <= clock.end_time_unix_nano
+
+
+def _check_one_turn(trace: trace_pb2.Trace) -> None:
+    """The run had one user message: every call and model call is turn 1 of the root agent,
+    and `turns` holds that message and the answer."""
+    assert [(c.turn, c.agent, c.server) for c in trace.calls] == [(1, "", "")] * 2
+    assert {(m.turn, m.agent) for m in trace.model_calls} == {(1, "")}
+    assert [(t.user_input, t.final_answer) for t in trace.turns] == [
+        ("Weather and time in Paris?", fake_openai.FINAL_ANSWER)
+    ]
 
 
 @pytest.mark.parametrize("mode", ["openinference", "genai"])
@@ -65,7 +84,8 @@ def test_span_instrumentation(golden: dict[str, tuple[Path, Path | None]], mode:
     # Each call is in the LLM output and in its execution span: counted once.
     assert report.merged_duplicates == 2
     assert report.id_collisions == 0
-    _only_usage_unmapped(report, llm_spans=2)
+    _usage_mapped(traces[0], report, llm_spans=2)
+    _check_one_turn(traces[0])
     assert traces[0].calls[1].result == "Error: clock unavailable" or mode == "genai"
 
 
@@ -77,7 +97,9 @@ def test_genai_choice_events_from_logs_file(golden: dict[str, tuple[Path, Path |
     _check_weather_run(traces[0], with_spans=False)
     # No execution spans: the results come from the next request's gen_ai.tool.message events.
     assert traces[0].calls[1].result == "Error: clock unavailable"
-    _only_usage_unmapped(report, llm_spans=2)
+    _usage_mapped(traces[0], report, llm_spans=2)
+    # The user's message is a gen_ai.user.message event of each LLM span.
+    _check_one_turn(traces[0])
     # Without the logs file the run has no tool calls at all.
     bare, _ = _read(traces_path)
     assert len(bare[0].calls) == 0
@@ -119,7 +141,7 @@ def test_protobuf_files(golden: dict[str, tuple[Path, Path | None]], tmp_path: P
         assert importers.detect_format(path) == "otlp"
         got, report = _read(path)
         assert got == expected
-        _only_usage_unmapped(report, llm_spans=2)
+        _usage_mapped(got[0], report, llm_spans=2)
 
 
 def _kv(key: str, value: object) -> KeyValue:
@@ -283,7 +305,7 @@ def test_a_tool_call_id_reused_across_turns_keeps_both_calls(
     assert trace.calls[1].result != trace.calls[0].result
     assert report.id_collisions >= 1
     assert "reuse another call's id" in report.summary()
-    _only_usage_unmapped(report, llm_spans=3)
+    _usage_mapped(trace, report, llm_spans=3, model=fake_openai.REUSE_IDS_MODEL)
 
 
 def test_article_tool_spans_from_the_sdk_map_tool_output(article_spans: Path) -> None:
@@ -300,7 +322,10 @@ def test_article_tool_spans_from_the_sdk_map_tool_output(article_spans: Path) ->
     assert not weather.error
     assert clock.error and not clock.HasField("result")
     assert report.merged_duplicates == report.id_collisions == 0
-    _only_usage_unmapped(report, llm_spans=2)
+    _usage_mapped(trace, report, llm_spans=2)
+    # Without message content no user message is seen: turns are not recorded.
+    assert [c.turn for c in trace.calls] == [0, 0]
+    assert not trace.turns
 
 
 def test_article_tool_spans_map_tool_output_and_count_the_rest(tmp_path: Path) -> None:
@@ -337,11 +362,13 @@ def test_article_tool_spans_map_tool_output_and_count_the_rest(tmp_path: Path) -
         '{"invoice_no":"INV-2026-08812","lines":2}',
     )
     assert draft.error and not draft.HasField("result")
-    assert report.unmapped == {"UNMAPPED_ATTRIBUTE": 3}
-    examples = report.examples["UNMAPPED_ATTRIBUTE"]
-    assert any("tool.retry_count: not read for a plain tool span" in e for e in examples)
-    assert sum("gen_ai.usage." in e for e in examples) == 2
-    assert "everything in the input was mapped" not in report.summary()
+    assert report.unmapped == {"UNMAPPED_ATTRIBUTE": 1}
+    [example] = report.examples["UNMAPPED_ATTRIBUTE"]
+    assert "tool.retry_count: not read for a plain tool span" in example
+    # The span's token usage is a model call (SPEC §10), timed by its span.
+    [model_call] = trace.model_calls
+    assert (model_call.input_tokens, model_call.output_tokens) == (812, 40)
+    assert (model_call.start_time_unix_nano, model_call.end_time_unix_nano) == (3_000, 3_010)
 
 
 def test_import_cli_reads_logs_and_writes_stdout(

@@ -176,10 +176,12 @@ def test_adk_eval_set_with_config(match_type: str, mode: int) -> None:
     match = assertion.trajectory_match
     assert match.mode == mode
     assert match.args == A.MATCH_MODE_EXACT
-    assert [(c.name, c.arguments_json) for c in match.reference] == [
-        ("set_device_info", '{"location":"Bedroom","status":"ON"}'),
-        ("get_device_info", "{}"),
+    assert [(c.name, c.arguments_json, c.turn) for c in match.reference] == [
+        ("set_device_info", '{"location":"Bedroom","status":"ON"}', 1),
+        ("get_device_info", "{}", 2),
     ]
+    # Two invocations: ADK scores each on its own, so the match runs per turn.
+    assert assertion.scope.per_turn
 
 
 def test_adk_defaults_legacy_and_errors() -> None:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import seeds
+import yaml
 from trajgrade import InvalidSuiteError, compile_suite, load_suite, load_suites
 from trajgrade.cli import main
-from trajgrade.suite_formats import SuiteFormatError, convert_all
+from trajgrade.suite_formats import SuiteFormatError, convert_all, promptfoo
 from trajgrade.v1 import assertion_pb2 as A  # noqa: N812 - short alias for many enum names
 from trajgrade.v1 import result_pb2
 
@@ -59,11 +60,15 @@ def _layout(tmp_path: Path, config: str = CONFIG) -> Path:
     return path
 
 
-def _with_appended() -> str:
+# The appended block's last assertion: the token ceiling.
+CEILING = APPENDED[APPENDED.index("    # Cost ceiling") :]
+
+
+def _with_appended(block: str = APPENDED) -> str:
     # The article appends its block to defaultTest.assert, i.e. just before `tests:`.
     head, sep, tail = CONFIG.partition("\ntests:")
     assert sep
-    return head + "\n" + APPENDED + sep + tail
+    return head + "\n" + block + sep + tail
 
 
 def _results(path: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, str]]:
@@ -134,18 +139,78 @@ def test_model_graded_and_javascript_are_refused_or_listed(tmp_path: Path) -> No
     with pytest.raises(InvalidSuiteError) as raised:
         load_suites(path)
     problems = raised.value.problems
+    # The token ceiling (defaultTest.assert[4]) converts; the other two cannot.
     assert [field for field, _ in problems] == [
         "defaultTest.assert[2]",
         "defaultTest.assert[3]",
-        "defaultTest.assert[4]",
     ]
     assert "model-graded" in problems[0][1]
     assert "javascript" in problems[1][1]
-    assert "javascript" in problems[2][1]
     found = load_suites(path, allow_unsupported=True)
-    assert len(found.skipped) == 3
-    # Listed and left out: the rest is the suite without the appended block.
-    assert found.suites == load_suites(_layout(tmp_path / "plain")).suites
+    assert len(found.skipped) == 2
+    # Listed and left out: the rest is the suite without them, the ceiling a `budget` after
+    # the config's own two defaultTest assertions.
+    plain = load_suites(_layout(tmp_path / "plain")).suites
+    assert found.suites.keys() == plain.keys()
+    ceiling = A.Assertion(budget=A.Budget(max_total_tokens=40000))
+    for name, suite in found.suites.items():
+        expected = list(plain[name].assertions)
+        assert list(suite.assertions) == [*expected[:2], ceiling, *expected[2:]]
+
+
+def test_the_articles_token_ceiling_imports_as_a_budget(tmp_path: Path) -> None:
+    # Verbatim: the config with only the article's ceiling appended converts whole.
+    path = _layout(tmp_path, _with_appended(CEILING))
+    [suite] = load_suites(path).suites.values()
+    [budget] = [a for a in suite.assertions if a.WhichOneof("kind") == "budget"]
+    assert budget == A.Assertion(budget=A.Budget(max_total_tokens=40000))
+    assert suite.assertions[2] == budget
+
+
+@pytest.mark.parametrize(
+    ("edit", "budget"),
+    [
+        (("<= 40000", "< 40000"), A.Budget(max_total_tokens=39999)),
+        (
+            ("+ Number(s.attributes['gen_ai.usage.output_tokens'] ?? 0)", ""),
+            A.Budget(max_input_tokens=40000),
+        ),
+        (
+            ("+ Number(s.attributes['gen_ai.usage.input_tokens'] ?? 0)", ""),
+            A.Budget(max_output_tokens=40000),
+        ),
+        (("?? 0)", "|| 0)"), A.Budget(max_total_tokens=40000)),
+        (("const used", "let used"), A.Budget(max_total_tokens=40000)),
+    ],
+)
+def test_token_ceiling_variants(edit: tuple[str, str], budget: A.Budget) -> None:
+    [item] = yaml.safe_load(CEILING.replace(*edit))
+    assert promptfoo.token_ceiling(item["value"]) == budget
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        # Other code, or the same sum used otherwise, stays unsupported.
+        ("return used <= 40000", "return used <= 40000 || names"),
+        ("return used <=", "return used >="),
+        ("gen_ai.usage.output_tokens", "gen_ai.usage.input_tokens"),
+        ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+        ("context.trace.spans", "context.trace.spans.slice(1)"),
+    ],
+)
+def test_other_javascript_stays_unsupported(edit: tuple[str, str]) -> None:
+    [item] = yaml.safe_load(CEILING.replace(*edit))
+    assert promptfoo.token_ceiling(item["value"]) is None
+    conversion = promptfoo.convert([item])
+    assert conversion.unsupported == [
+        "assert[0]: type 'javascript' runs user code over promptfoo's spans; not supported (a "
+        "trajgrade `expression` assertion can say many such rules)"
+    ]
+    # Negated, the ceiling is not a budget either.
+    [verbatim] = yaml.safe_load(CEILING)
+    negated = promptfoo.convert([{**verbatim, "type": "not-javascript"}])
+    assert len(negated.unsupported) == 1
 
 
 def test_file_references_that_match_nothing_are_errors(tmp_path: Path) -> None:
@@ -214,19 +279,20 @@ def test_grade_cli_picks_each_traces_test(
 def test_grade_cli_skip_unsupported_lists_what_it_left_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = _layout(tmp_path, _with_appended())
+    # The appended block without its ceiling, which converts (a `budget`, graded below).
+    path = _layout(tmp_path, _with_appended(APPENDED[: APPENDED.index("    # Cost ceiling")]))
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps(seeds.trace(GOOD)), encoding="utf-8")
     assert main(["grade", "--suite", str(path), "--trace", str(trace), "--json"]) == 2
     error = json.loads(capsys.readouterr().out)
     assert error["field"] == "defaultTest.assert[2]"
-    assert len(error["problems"]) == 3
+    assert len(error["problems"]) == 2
     argv = ["grade", "--suite", str(path), "--trace", str(trace), "--json", "--skip-unsupported"]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["verdict"] == "VERDICT_PASS"
     left_out = [line for line in captured.err.splitlines() if "left out" in line]
-    assert len(left_out) == 3
+    assert len(left_out) == 2
     assert "defaultTest.assert[3]: type 'javascript'" in left_out[1]
 
 

@@ -16,7 +16,20 @@ from trajgrade.v1 import trace_pb2
 __all__ = ["FORMATS", "ImportReport", "detect_format", "read"]
 
 FORMATS = ("otlp", "openai", "anthropic", "jsonl", "parquet")
-_NATIVE_KEYS = frozenset({"id", "calls", "final_answer", "finalAnswer", "metadata"})
+# The top-level keys of a native Trace line (protobuf JSON, snake_case or camelCase).
+NATIVE_TRACE_KEYS = frozenset(
+    {
+        "id",
+        "calls",
+        "final_answer",
+        "finalAnswer",
+        "metadata",
+        # SPEC v2 (§10).
+        "model_calls",
+        "modelCalls",
+        "turns",
+    }
+)
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "server_tool_use", "thinking"})
 
 StrPath = str | PathLike[str]
@@ -97,7 +110,7 @@ def sniff(record: Any) -> str:  # noqa: PLR0911, PLR0912
     if isinstance(record, dict):
         if {"resourceSpans", "resource_spans", "resourceLogs", "resource_logs"} & record.keys():
             return "otlp"
-        if "calls" in record and record.keys() <= _NATIVE_KEYS:
+        if "calls" in record and record.keys() <= NATIVE_TRACE_KEYS:
             return "jsonl"
         for key in MESSAGE_LIST_KEYS:
             if isinstance(record.get(key), list):

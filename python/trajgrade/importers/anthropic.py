@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trajgrade.importers import exact_json
+from trajgrade.importers.message_usage import TurnTracker
 from trajgrade.importers.records import (
     MESSAGE_LIST_KEYS,
     dumps_untrusted,
@@ -71,7 +72,7 @@ def iter_conversations(
     report.add(UNRECOGNISED_RECORD, where, "no message list found")
 
 
-def from_messages(
+def from_messages(  # noqa: PLR0912 - one branch per block kind and role
     messages: Sequence[Any],
     *,
     trace_id: str = "",
@@ -89,6 +90,8 @@ def from_messages(
     # Calls awaiting a result by id; a reused id pairs with the earliest call still waiting.
     pending: dict[str, list[trace_pb2.ToolCall]] = {}
     answer = ""
+    turns = TurnTracker(report)
+    call_turns: list[int] = []
     for position, message in enumerate(messages):
         here = f"{where} message {position}"
         if not isinstance(message, dict):
@@ -103,6 +106,8 @@ def from_messages(
             report.add(UNRECOGNISED_RECORD, here, "content is neither text nor a block list")
             blocks = []
         texts: list[str] = []
+        user_texts: list[str] = []
+        results = 0
         for number, block in enumerate(blocks):
             at = f"{here} block {number}"
             kind = block.get("type") if isinstance(block, dict) else None
@@ -111,16 +116,29 @@ def from_messages(
             elif kind == "text":
                 if role == "assistant":
                     texts.append(str(block.get("text", "")))
+                elif role == "user":
+                    user_texts.append(str(block.get("text", "")))
             elif kind in _CALL_BLOCKS:
-                _add_call(block, calls, pending, report, at)
+                if _add_call(block, calls, pending, report, at):
+                    call_turns.append(turns.current)
             elif kind == "tool_result" or kind.endswith("_tool_result"):
+                results += 1
                 _add_result(block, kind, pending, report, at)
             elif kind not in _SILENT_BLOCKS:
                 report.add(UNKNOWN_ITEM_TYPE, at, f"block type {kind!r}")
+        # Tool results come back in user messages: only a user message that says something
+        # else too (or has no result) starts a turn.
+        if role == "user" and (user_texts or not results):
+            turns.user_message("".join(user_texts))
         if role == "assistant" and any(texts):
             # Citations split one answer into several text blocks: rejoin them as written.
             answer = "".join(texts)
+            turns.answer(answer)
+        if message.get("usage") is not None:
+            # A logged Message (the wrapper's `response`, or an assistant turn stored whole).
+            turns.usage(message["usage"], message.get("model"), here)
     trace = trace_pb2.Trace(id=trace_id, calls=calls, final_answer=answer)
+    turns.fill(trace, call_turns)
     trace.metadata.update(metadata or {})
     report.traces += 1
     report.calls += len(calls)
@@ -133,12 +151,16 @@ def _add_call(
     pending: dict[str, list[trace_pb2.ToolCall]],
     report: ImportReport,
     where: str,
-) -> None:
+) -> bool:
+    """Add the call of a tool-use block; False when it has no name (reported)."""
     name = block.get("name")
     if not isinstance(name, str) or not name:
         report.add(TOOL_CALL_WITHOUT_NAME, where)
-        return
+        return False
     call = trace_pb2.ToolCall(name=name)
+    # An MCP connector call names its server (the request's `mcp_servers[].name`).
+    if block.get("type") == "mcp_tool_use" and isinstance(block.get("server_name"), str):
+        call.server = block["server_name"]
     if "input" in block:
         raw = block["input"]
         # A streamed-and-stored block may keep the input as the partial-JSON text itself.
@@ -151,6 +173,7 @@ def _add_call(
             report.add(CONFLICTING_ID, where, f"tool_use id {call_id!r} still pending")
         waiting.append(call)
     calls.append(call)
+    return True
 
 
 def _add_result(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trajgrade.importers import exact_json
+from trajgrade.importers.message_usage import TurnTracker
 from trajgrade.importers.records import (
     MESSAGE_LIST_KEYS,
     dumps_untrusted,
@@ -77,18 +78,31 @@ def iter_conversations(
         # A Responses API request + response pair, or a stored Response object.
         if isinstance(value.get("input"), list) or isinstance(value.get("output"), list):
             items = list(value.get("input") or []) + list(value.get("output") or [])
-            yield where, trace_id, wrapper_metadata(value, ("input", "output")), items
+            meta = wrapper_metadata(value, ("input", "output", "usage"))
+            yield where, trace_id, meta, items + _usage_record(value)
             return
         # A Chat Completions response object: the assistant message of its first choice.
         choices = value.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-            yield where, trace_id, {}, [choices[0].get("message")]
+            yield where, trace_id, {}, [choices[0].get("message"), *_usage_record(value)]
             return
     report.add(UNRECOGNISED_RECORD, where, "no message list found")
 
 
 def _is_item(value: Any) -> bool:
     return isinstance(value, dict) and ("role" in value or "type" in value)
+
+
+def _usage_record(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """A response's `usage` (and `model`) as a usage record item: one model call."""
+    if "usage" not in response or response["usage"] is None:
+        return []
+    return [{"usage": response["usage"], "model": response.get("model")}]
+
+
+def _is_usage_record(item: dict[str, Any]) -> bool:
+    """An item that only says what one model call used: `{usage, model?}`."""
+    return "usage" in item and set(item) <= {"usage", "model"}
 
 
 def from_items(
@@ -105,6 +119,7 @@ def from_items(
     for position, item in enumerate(items):
         builder.item(item, f"{where} messages[{position}]")
     trace = trace_pb2.Trace(id=trace_id, calls=builder.calls, final_answer=builder.answer)
+    builder.turns.fill(trace, builder.call_turns)
     trace.metadata.update(metadata or {})
     builder.report.traces += 1
     builder.report.calls += len(builder.calls)
@@ -127,11 +142,23 @@ class _Builder:
         self.answer = ""
         # Legacy `function_call` messages carry no id; results pair with them by name.
         self.legacy_pending: list[trace_pb2.ToolCall] = []
+        self.turns = TurnTracker(report)
+        # The turn of each call in `calls`.
+        self.call_turns: list[int] = []
 
     def item(self, item: Any, where: str) -> None:
         if not isinstance(item, dict):
             self.report.add(UNRECOGNISED_RECORD, where, "not an object")
             return
+        if _is_usage_record(item):
+            self.turns.usage(item["usage"], item.get("model"), where)
+            return
+        self.one_item(item, where)
+        # A message or output item may carry its own call's usage (gateways and agent logs).
+        if item.get("usage") is not None:
+            self.turns.usage(item["usage"], item.get("model"), where)
+
+    def one_item(self, item: dict[str, Any], where: str) -> None:
         kind = item.get("type")
         role = item.get("role")
         if kind in (None, "message") and isinstance(role, str):
@@ -148,6 +175,8 @@ class _Builder:
         elif kind == "mcp_call":
             call = self.add_call(item.get("id"), item.get("name"), item.get("arguments"), where)
             if call is not None:
+                if isinstance(item.get("server_label"), str):
+                    call.server = item["server_label"]
                 if item.get("output") is not None:
                     call.result = self.result_text(item.get("output"), where)
                 call.error = bool(item.get("error"))
@@ -161,10 +190,14 @@ class _Builder:
             self.report.add(UNKNOWN_ITEM_TYPE, where, f"item type {kind!r}")
 
     def message(self, message: dict[str, Any], role: str, where: str) -> None:
+        if role == "user":
+            # Each user message starts a turn (tool results are `tool` messages or items).
+            self.turns.user_message(self.user_text(message.get("content")))
         if role == "assistant":
             text = self.answer_text(message.get("content"), where)
             if text:
                 self.answer = text
+                self.turns.answer(text)
             tool_calls = message.get("tool_calls") or []
             if not isinstance(tool_calls, list):
                 self.report.add(UNRECOGNISED_TOOL_CALL, f"{where}.tool_calls", "not a list")
@@ -235,6 +268,7 @@ class _Builder:
                 self.report.add(CONFLICTING_ID, where, f"tool call id {call_id!r} still pending")
             waiting.append(call)
         self.calls.append(call)
+        self.call_turns.append(self.turns.current)
         return call
 
     def add_result(self, call_id: Any, content: Any, where: str) -> None:
@@ -267,6 +301,16 @@ class _Builder:
         if content is None:
             return ""
         return dumps_untrusted(content)
+
+    @staticmethod
+    def user_text(content: Any) -> str:
+        """A user message's text: the string, or its text parts joined (images are left out)."""
+        if isinstance(content, str):
+            return content
+        parts = content if isinstance(content, list) else []
+        return "".join(
+            str(p.get("text", "")) for p in parts if isinstance(p, dict) and _is_text_part(p)
+        )
 
     def answer_text(self, content: Any, where: str) -> str:
         if isinstance(content, str):

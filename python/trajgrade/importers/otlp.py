@@ -16,15 +16,19 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
-from trajgrade.importers import exact_json
+from trajgrade.importers import exact_json, otlp_usage
+from trajgrade.importers.conversation_turns import TurnTimeline
+from trajgrade.importers.otlp_tree import SpanKey, SpanTree
 from trajgrade.importers.records import dumps_untrusted
 from trajgrade.importers.report import (
     INVALID_ATTRIBUTE_JSON,
     INVALID_RECORD,
     LOG_WITHOUT_TRACE,
     MISSING_GROUP_ATTRIBUTE,
+    MODEL_CALL_WITHOUT_USAGE,
     TOOL_CALL_WITHOUT_NAME,
     UNMAPPED_ATTRIBUTE,
     ImportReport,
@@ -84,8 +88,11 @@ _READ = {
         {"tool.name", "tool.arguments", "tool.result", "tool.output", "tool.call.id"}
     ),
 }
-# Token usage has no Trace field in v1 (SPEC v2 `model_calls` will hold it): seen, not mapped.
-_USAGE_PREFIXES = ("gen_ai.usage.", "llm.token_count.")
+# MCP tool call spans (client or server side), and the tool name in their span names when no
+# attribute carries it: `tools/call <tool>` (the MCP conventions), `MCP handle tools/call
+# <tool>` / `MCP send tools/call <tool>` (the MCP Python SDK).
+_MCP_TOOL_CALL = "tools/call"
+_MCP_SPAN_NAME = re.compile(r"(?:^|\s)tools/call\s+(\S+)$")
 
 
 @dataclass
@@ -99,6 +106,17 @@ class _Span:
     resource: dict[str, Any]
     status_code: int
     order: int
+    parent: str = ""
+    kind: int = 0
+
+    @property
+    def key(self) -> SpanKey:
+        return (self.trace_id, self.span_id)
+
+    @property
+    def anchor(self) -> tuple[int, int]:
+        """Where the span sits in time, for its turn."""
+        return (self.start, self.order)
 
 
 @dataclass
@@ -127,6 +145,13 @@ class _Call:
     # True when the arguments are a re-serialisation of the function's parameters
     # (OpenInference `input.value`), not the call's own argument text.
     weak_arguments: bool = False
+    # The span that reported the call (execution span, or the LLM span that requested it) and
+    # where it sits in time for its turn: (span start, span order).
+    span: SpanKey | None = None
+    anchor: tuple[int, int] = (0, 0)
+    # An MCP `tools/call` span; `server` is the MCP server or toolset that served it.
+    mcp: bool = False
+    server: str = ""
 
 
 @dataclass
@@ -337,6 +362,8 @@ def from_requests(
                             resource=resource,
                             status_code=span.status.code,
                             order=len(spans),
+                            parent=span.parent_span_id.hex(),
+                            kind=span.kind,
                         )
                     )
     events: list[_Event] = []
@@ -413,31 +440,48 @@ def _text_or_json(value: Any) -> str:
 class _Extractor:
     """Collects executed calls, LLM-reported calls, results and answers of one group."""
 
-    def __init__(self, report: ImportReport, where: str) -> None:
+    def __init__(self, report: ImportReport, where: str, spans: list[_Span]) -> None:
         self.report = report
         self.where = where
+        self.tree = SpanTree(spans)
         self.executed: list[_Call] = []
         self.requested: list[_Call] = []
         # Tool results by call id, then by the span whose model input (or events) held them, in
         # input order: a later model input repeats the whole history, so the longest list of
         # one source has every result of that id, the k-th for the k-th call with the id.
         self.results: dict[str, dict[str, list[str]]] = {}
-        self.answers: list[tuple[int, int, str]] = []
+        # (time, order, text, span of the LLM output): the span gives the answer's turn and agent.
+        self.answers: list[tuple[int, int, str, SpanKey | None]] = []
         self.spans_with_outputs: set[str] = set()
+        # The user messages of each model input, by LLM span, in conversation order.
+        self.user_texts: dict[SpanKey, list[str]] = {}
+        self.model_spans: list[_Span] = []
+        # Spans with a model call below them: their own usage would count that call twice.
+        self.above_model: set[SpanKey] = set()
+        for span in spans:
+            if otlp_usage.is_model_span(span.attrs):
+                for ancestor in self.tree.ancestors(span.key):
+                    if ancestor in self.above_model:
+                        break  # marked from another model span, and so is all above it
+                    self.above_model.add(ancestor)
 
     def span(self, span: _Span) -> None:
         attrs = span.attrs
         kind = attrs.get("openinference.span.kind")
         convention = None
-        if attrs.get("gen_ai.operation.name") == "execute_tool":
+        mcp = attrs.get("mcp.method.name") == _MCP_TOOL_CALL
+        if otlp_usage.is_model_span(attrs) and span.key not in self.above_model:
+            self.model_spans.append(span)
+        if attrs.get("gen_ai.operation.name") == "execute_tool" or mcp:
             convention = "genai"
             self.execution(
                 span,
-                attrs.get("gen_ai.tool.name"),
+                attrs.get("gen_ai.tool.name") or (_mcp_tool_name(span) if mcp else None),
                 attrs.get("gen_ai.tool.call.id"),
                 attrs.get("gen_ai.tool.call.arguments"),
                 attrs.get("gen_ai.tool.call.result"),
                 error="error.type" in attrs,
+                mcp=mcp,
             )
         elif kind == "TOOL":
             convention = "openinference"
@@ -485,9 +529,13 @@ class _Extractor:
     def unread(self, span: _Span, convention: str | None) -> None:
         """Count what a span carries that no Trace field holds (never "everything mapped")."""
         read = _READ.get(convention or "", frozenset())
+        aggregate = span.key in self.above_model
         for key in span.attrs:
-            if key.startswith(_USAGE_PREFIXES):
-                self.unmapped(span, key, "token usage has no Trace field (SPEC v2 model_calls)")
+            if key.startswith(otlp_usage.USAGE_PREFIXES):
+                if aggregate:
+                    self.unmapped(span, key, "usage of a span with model calls below it")
+                elif key not in otlp_usage.READ_KEYS:
+                    self.unmapped(span, key, "no ModelCall field holds it")
             elif (
                 convention is not None
                 and key.startswith(_TOOL_NAMESPACES)
@@ -506,6 +554,7 @@ class _Extractor:
         *,
         error: bool,
         weak_arguments: bool = False,
+        mcp: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             self.report.add(TOOL_CALL_WITHOUT_NAME, f"{self.where} span {span.span_id}", span.name)
@@ -523,10 +572,23 @@ class _Extractor:
             end=span.end,
             executed=True,
             weak_arguments=weak_arguments,
+            span=span.key,
+            anchor=(span.start, span.order),
+            mcp=mcp,
         )
         self.executed.append(call)
 
-    def request(self, name: Any, call_id: Any, arguments: Any, time: int, order: int) -> None:
+    def request(
+        self,
+        name: Any,
+        call_id: Any,
+        arguments: Any,
+        time: int,
+        order: int,
+        *,
+        source: _Span | None = None,
+    ) -> None:
+        """A call the model asked for; `source` is its LLM span, when known."""
         if not isinstance(name, str) or not name:
             self.report.add(TOOL_CALL_WITHOUT_NAME, f"{self.where} LLM output", "tool call")
             return
@@ -538,6 +600,8 @@ class _Extractor:
                 time=time,
                 order=order,
                 sub=len(self.requested),
+                span=None if source is None else source.key,
+                anchor=(time, order) if source is None else (source.start, source.order),
             )
         )
 
@@ -570,20 +634,35 @@ class _Extractor:
                         part.get("arguments"),
                         span.end,
                         span.order,
+                        source=span,
                     )
                 elif part.get("type") == "text" and isinstance(part.get("content"), str):
                     texts.append(part["content"])
             if texts:
-                self.answers.append((span.end, span.order, "".join(texts)))
+                self.answers.append((span.end, span.order, "".join(texts), span.key))
 
     def genai_input(self, span: _Span, text: str) -> None:
         messages = self.parse(text, span, "gen_ai.input.messages")
+        users = self.user_texts.setdefault(span.key, [])
         for message in messages if isinstance(messages, list) else []:
+            texts = []
+            responses = False
             for part in _list(message.get("parts")) if isinstance(message, dict) else []:
                 if isinstance(part, dict) and part.get("type") == "tool_call_response":
+                    responses = True
                     call_id = part.get("id")
                     if isinstance(call_id, str) and call_id and "response" in part:
                         self.result(call_id, span.span_id, _text_or_json(part["response"]))
+                elif (
+                    isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("content"), str)
+                ):
+                    texts.append(part["content"])
+            # A user message that only carries tool results continues the turn.
+            is_user = isinstance(message, dict) and message.get("role") == "user"
+            if is_user and not (responses and not texts):
+                users.append("".join(texts))
 
     def openinference_output(self, span: _Span) -> None:
         self.spans_with_outputs.add(span.span_id)
@@ -604,6 +683,7 @@ class _Extractor:
                 fields.get("function.arguments"),
                 span.end,
                 span.order,
+                source=span,
             )
         for _, message in sorted(contents.items()):
             if (
@@ -611,7 +691,7 @@ class _Extractor:
                 and isinstance(message.get("content"), str)
                 and message["content"]
             ):
-                self.answers.append((span.end, span.order, message["content"]))
+                self.answers.append((span.end, span.order, message["content"], span.key))
 
     def openinference_input(self, span: _Span) -> None:
         messages: dict[int, dict[str, Any]] = {}
@@ -619,14 +699,23 @@ class _Extractor:
             match = _OI_INPUT_MESSAGE.match(key)
             if match:
                 messages.setdefault(int(match[1]), {})[match[2]] = value
+        users = self.user_texts.setdefault(span.key, [])
         for _, message in sorted(messages.items()):
             call_id = message.get("tool_call_id")
             if message.get("role") == "tool" and isinstance(call_id, str) and call_id:
                 self.result(call_id, span.span_id, _text_or_json(message.get("content", "")))
+            elif message.get("role") == "user":
+                content = message.get("content")
+                users.append(content if isinstance(content, str) else "")
 
-    def event(self, event: _Event, span_order: int) -> None:
+    def event(self, event: _Event, span_order: int, source: _Span | None) -> None:
+        """One `gen_ai.*` log event; `source` is the span it was logged in, when exported."""
         body = event.body if isinstance(event.body, dict) else {}
-        if event.name == "gen_ai.choice":
+        if event.name == "gen_ai.user.message":
+            content = body.get("content")
+            key = (event.trace_id, event.span_id)
+            self.user_texts.setdefault(key, []).append(content if isinstance(content, str) else "")
+        elif event.name == "gen_ai.choice":
             if event.span_id in self.spans_with_outputs:
                 # The same response is already on the span (gen_ai.output.messages).
                 return
@@ -642,9 +731,11 @@ class _Extractor:
                         function.get("arguments"),
                         event.time,
                         span_order,
+                        source=source,
                     )
             if isinstance(message.get("content"), str) and message["content"]:
-                self.answers.append((event.time, span_order, message["content"]))
+                answered_in = None if source is None else source.key
+                self.answers.append((event.time, span_order, message["content"], answered_in))
         elif event.name == "gen_ai.tool.message":
             call_id = body.get("id")
             if isinstance(call_id, str) and call_id and "content" in body:
@@ -689,6 +780,89 @@ def _dedupe_requested(extractor: _Extractor, report: ImportReport) -> list[_Call
         by_id.setdefault(call.call_id, []).append(call)
         kept.append(call)
     return kept
+
+
+def _mcp_tool_name(span: _Span) -> str | None:
+    """The tool of an MCP `tools/call` span without `gen_ai.tool.name`."""
+    name = span.attrs.get("mcp.tool.name")
+    if isinstance(name, str) and name:
+        return name
+    match = _MCP_SPAN_NAME.search(span.name)
+    return match[1] if match else None
+
+
+def _server_of(group: list[_Span]) -> str:
+    """Which MCP server the spans of one MCP call name (`group[0]` is the outermost).
+
+    The MCP conventions define no server-name attribute, so, first found over the group:
+    `mcp.server.name` (the key instrumentations and frameworks write), the client side's
+    `server.address` (with `server.port`), and for a server-side span exported by another
+    process (context travels in the request's `_meta`), that process's `service.name`.
+    """
+    for span in group:
+        name = span.attrs.get("mcp.server.name")
+        if isinstance(name, str) and name:
+            return name
+    for span in group:
+        address = span.attrs.get("server.address")
+        port = span.attrs.get("server.port")
+        if isinstance(address, str) and address:
+            has_port = isinstance(port, int) and not isinstance(port, bool)
+            return f"{address}:{port}" if has_port else address
+    caller = group[0].resource.get("service.name")
+    for span in group:
+        service = span.resource.get("service.name")
+        if (
+            span.kind == OtlpSpan.SPAN_KIND_SERVER
+            and isinstance(service, str)
+            and service
+            and service != caller
+        ):
+            return service
+    return ""
+
+
+def _merge_mcp(extractor: _Extractor, spans: dict[SpanKey, _Span], report: ImportReport) -> None:
+    """One call per MCP tool call: an execution span under another of the same tool, one of
+    them MCP (an agent's tool span wrapping the MCP client span, or the MCP server span under
+    the client span), is the same call. The outermost span is kept; the inner ones fill what
+    it lacks (arguments, result, id) and give the server."""
+    by_span = {call.span: call for call in extractor.executed if call.span is not None}
+    into: dict[SpanKey, SpanKey] = {}
+    for call in extractor.executed:
+        if call.span is None:
+            continue
+        outer = next((k for k in extractor.tree.ancestors(call.span) if k in by_span), None)
+        if (
+            outer is not None
+            and by_span[outer].name == call.name
+            and (call.mcp or by_span[outer].mcp)
+        ):
+            into[call.span] = outer
+    members: dict[SpanKey, list[tuple[int, _Call]]] = {}
+    for key in into:
+        root, depth, seen = key, 0, {key}
+        while root in into and into[root] not in seen:
+            root, depth = into[root], depth + 1
+            seen.add(root)
+        members.setdefault(root, []).append((depth, by_span[key]))
+    for root_key, inner in members.items():
+        call = by_span[root_key]
+        group = [call] + [c for _, c in sorted(inner, key=lambda item: item[0])]
+        for other in group[1:]:
+            report.merged_duplicates += 1
+            if call.arguments is None or (call.weak_arguments and other.arguments is not None):
+                call.arguments, call.weak_arguments = other.arguments, other.weak_arguments
+            if call.result is None:
+                call.result = other.result
+            call.call_id = call.call_id or other.call_id
+            call.error = call.error or other.error
+            call.mcp = True
+        call.server = _server_of([spans[c.span] for c in group if c.span is not None])
+    extractor.executed = [c for c in extractor.executed if c.span not in into]
+    for call in extractor.executed:
+        if call.mcp and call.span is not None and call.span not in members:
+            call.server = _server_of([spans[call.span]])
 
 
 def _merge(extractor: _Extractor, report: ImportReport, window_ns: int) -> list[_Call]:
@@ -750,16 +924,24 @@ def _pair_results(calls: list[_Call], results: dict[str, dict[str, list[str]]]) 
 
 
 def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Trace:
-    extractor = _Extractor(report, f"trace {group.key}")
+    extractor = _Extractor(report, f"trace {group.key}", group.spans)
     group.spans.sort(key=lambda s: (s.start, s.order))
     for span in group.spans:
         extractor.span(span)
+    spans = {span.key: span for span in group.spans}
     order_of_span = {span.span_id: span.order for span in group.spans}
     for event in sorted(group.events, key=lambda e: (e.time, e.order)):
-        extractor.event(event, order_of_span.get(event.span_id, len(order_of_span) + event.order))
+        extractor.event(
+            event,
+            order_of_span.get(event.span_id, len(order_of_span) + event.order),
+            spans.get((event.trace_id, event.span_id)),
+        )
+    _merge_mcp(extractor, spans, report)
     calls = _merge(extractor, report, window_ns)
+    turns = _turns(extractor, spans)
     answers = sorted(extractor.answers, key=lambda a: (a[0], a[1]))
     trace = trace_pb2.Trace(id=group.key, final_answer=answers[-1][2] if answers else "")
+    tree = extractor.tree
     for call in calls:
         out = trace.calls.add(name=call.name, error=call.error, id=call.call_id)
         if call.arguments is not None:
@@ -768,7 +950,70 @@ def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Tra
             out.result = call.result
         out.start_time_unix_nano = call.start
         out.end_time_unix_nano = call.end
+        out.turn = turns.turn_at(*call.anchor)
+        out.agent = tree.agent(call.span) if call.span is not None else ""
+        out.server = call.server
+    _add_model_calls(trace, extractor, turns)
+    _add_turns(trace, extractor, turns, spans, answers)
     trace.metadata["otel.trace_id"] = ",".join(group.trace_ids)
     report.traces += 1
     report.calls += len(trace.calls)
+    report.model_calls += len(trace.model_calls)
     return trace
+
+
+def _add_model_calls(trace: trace_pb2.Trace, extractor: _Extractor, turns: TurnTimeline) -> None:
+    """One ModelCall per LLM span (not the spans above others, whose usage is a sum)."""
+    for span in extractor.model_spans:
+        usage = otlp_usage.read_usage(span.attrs)
+        for key, why in usage.problems:
+            extractor.unmapped(span, key, why)
+        if not usage.recorded:
+            extractor.report.add(
+                MODEL_CALL_WITHOUT_USAGE,
+                f"{extractor.where} span {span.span_id}",
+                f"{span.name}: counted with 0 tokens",
+            )
+        model_call = trace.model_calls.add(
+            model=usage.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            turn=turns.turn_at(span.start, span.order),
+            agent=extractor.tree.agent(span.key),
+            start_time_unix_nano=span.start,
+            end_time_unix_nano=span.end,
+        )
+        if usage.cost is not None:
+            model_call.cost = usage.cost
+
+
+def _add_turns(
+    trace: trace_pb2.Trace,
+    extractor: _Extractor,
+    turns: TurnTimeline,
+    spans: dict[SpanKey, _Span],
+    answers: list[tuple[int, int, str, SpanKey | None]],
+) -> None:
+    """`turns[k-1]`: turn k's user message, and the root agent's last text in the turn (a
+    sub-agent answers its caller, not the user). `answers` are in time order."""
+    said: dict[int, str] = {}
+    for time, order, text, answered_in in answers:
+        if answered_in is None:
+            said[turns.turn_at(time, order)] = text
+        elif extractor.tree.agent(answered_in) == "":
+            said[turns.turn_at(*spans[answered_in].anchor)] = text
+    for number in range(1, turns.count + 1):
+        trace.turns.add(
+            user_input=turns.user_inputs.get(number, ""), final_answer=said.get(number, "")
+        )
+
+
+def _turns(extractor: _Extractor, spans: dict[SpanKey, _Span]) -> TurnTimeline:
+    """User turns from the root agent's model inputs (a sub-agent's input is its task)."""
+    timeline = TurnTimeline()
+    for key, texts in extractor.user_texts.items():
+        span = spans.get(key)
+        if span is not None and extractor.tree.agent(key) == "":
+            timeline.model_input(span.start, span.order, texts)
+    timeline.freeze()
+    return timeline

@@ -22,6 +22,8 @@ LOG_WITHOUT_TRACE = "LOG_WITHOUT_TRACE"
 CONFLICTING_ID = "CONFLICTING_ID"
 UNRECOGNISED_TOOL_CALL = "UNRECOGNISED_TOOL_CALL"
 UNMAPPED_ATTRIBUTE = "UNMAPPED_ATTRIBUTE"
+MODEL_CALL_WITHOUT_USAGE = "MODEL_CALL_WITHOUT_USAGE"
+INVALID_USAGE = "INVALID_USAGE"
 
 # How many example locations to keep per reason: enough to find the problem, bounded memory.
 _EXAMPLES_PER_REASON = 5
@@ -37,6 +39,7 @@ class ImportReport:
 
     traces: int = 0
     calls: int = 0
+    model_calls: int = 0
     merged_duplicates: int = 0
     # Calls kept apart although they share a tool-call id (a model reusing ids across turns).
     id_collisions: int = 0
@@ -59,6 +62,7 @@ class ImportReport:
         """Human summary, one line per reason, for stderr."""
         lines = [
             f"imported {self.traces} trace(s) with {self.calls} tool call(s)"
+            + (f" and {self.model_calls} model call(s)" if self.model_calls else "")
             + (
                 f"; merged {self.merged_duplicates} duplicate report(s) of the same call"
                 if self.merged_duplicates

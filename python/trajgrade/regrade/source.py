@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 from trajgrade import _core
+from trajgrade.importers import NATIVE_TRACE_KEYS
 from trajgrade.regrade import arrowcols
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.tracejson import (
@@ -26,8 +27,6 @@ FORMATS = ("auto", "jsonl", "parquet", "otlp", "openai", "anthropic")
 # Bytes of native JSONL read at a time for the core's block grading (a line longer than this
 # doubles the read): a chunk is at most this much, however many traces chunk_size allows.
 READ_BYTES = 16 << 20
-# Keys of a native trace line; a first line with other keys is left to the importers.
-_NATIVE_KEYS = frozenset({"id", "calls", "final_answer", "finalAnswer", "metadata"})
 
 
 class SourceError(Exception):
@@ -176,7 +175,8 @@ def detect_format(path: str, requested: str) -> str:
                         first = json.loads(line)
                     except ValueError:
                         return "jsonl"  # reported per line, as INVALID_TRACE rows
-                    native = isinstance(first, dict) and set(first) <= _NATIVE_KEYS
+                    # A first line with other keys is left to the importers.
+                    native = isinstance(first, dict) and set(first) <= NATIVE_TRACE_KEYS
                     return "jsonl" if native else "auto"
         return "jsonl"
     return "auto"  # the importers sniff OTLP / OpenAI / Anthropic themselves

@@ -273,13 +273,20 @@ def _case(case: dict[str, Any], config: Any, where: str, skipped: list[str]) -> 
         raise SuiteFormatError(
             [f"{path}: the eval case has no static conversation (scenarios are not supported)"]
         )
+    # ADK scores each invocation (user turn) on its own: with several, each expected call keeps
+    # its invocation as its turn and the match runs per turn (SPEC §11 `per_turn`).
+    several = len(invocations) > 1
     reference = []
-    for at, invocation in invocations:
+    for turn, (at, invocation) in enumerate(invocations, start=1):
         for call_at, use in _tool_uses(invocation, at, unsupported):
-            reference.append(_reference_call(use, call_at))
+            call = _reference_call(use, call_at)
+            if several:
+                call.turn = turn
+            reference.append(call)
     suite = suite_pb2.Suite(name=str(_get(case, "eval_id") or ""))
     # Per-invocation scores are averaged in ADK; a threshold below 1 over several invocations
-    # accepts partial trajectories, which one pass/fail check cannot say: it becomes SOFT.
+    # accepts partial trajectories, which an all-turns-pass check cannot say: it becomes SOFT
+    # (its score is still the mean over the turns, ADK's average).
     severity = (
         _A.SEVERITY_HARD
         if threshold >= 1.0 or (len(invocations) == 1 and threshold > 0.0)
@@ -290,7 +297,7 @@ def _case(case: dict[str, Any], config: Any, where: str, skipped: list[str]) -> 
         steps = _A.StepCount(max=0) if match_type == "EXACT" else _A.StepCount(min=0)
         suite.assertions.add(name=METRIC, severity=severity, step_count=steps)
         return Conversion(suite, unsupported)
-    suite.assertions.add(
+    assertion = suite.assertions.add(
         name=METRIC,
         severity=severity,
         trajectory_match=_A.TrajectoryMatch(
@@ -299,4 +306,40 @@ def _case(case: dict[str, Any], config: Any, where: str, skipped: list[str]) -> 
             args=_A.MATCH_MODE_IGNORE if ignore_args else _A.MATCH_MODE_EXACT,
         ),
     )
+    if several:
+        assertion.scope.per_turn = True
     return Conversion(suite, unsupported)
+
+
+def _text(content: Any) -> str:
+    """The text parts of a google.genai Content (`{role, parts: [{text}]}`), joined."""
+    parts = content.get("parts") if isinstance(content, dict) else None
+    texts = []
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+    return "".join(texts)
+
+
+def conversation_trace(case: dict[str, Any]) -> trace_pb2.Trace:
+    """An eval case's conversation as a Trace: each invocation a turn (`turns[k-1]` its
+    `user_content` and `final_response` text), its expected calls with that turn.
+
+    The same shape holds an actual run (the `actual_invocation`s of ADK's eval results), so a
+    run ADK recorded can be graded against the converted suite.
+    """
+    trace = trace_pb2.Trace(id=str(_get(case, "eval_id") or ""))
+    conversation = case.get("conversation")
+    if not isinstance(conversation, list):
+        raise SuiteFormatError(["conversation: must be a list of invocations"])
+    invocations = [i for i in conversation if isinstance(i, dict)]
+    for turn, invocation in enumerate(invocations, start=1):
+        for call_at, use in _tool_uses(invocation, f"conversation[{turn - 1}]", []):
+            call = _reference_call(use, call_at)
+            call.turn = turn
+            trace.calls.append(call)
+        answer = _text(_get(invocation, "final_response"))
+        trace.turns.add(user_input=_text(_get(invocation, "user_content")), final_answer=answer)
+        if answer:
+            trace.final_answer = answer
+    return trace

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from trajgrade.suite_formats.conversion import Conversion, json_text
@@ -127,6 +128,9 @@ def add_assertions(conversion: Conversion, items: Any, where: str) -> None:
                 made = [_tool_sequence(value, negate)]
             elif base == "trajectory:step-count":
                 made = [_step_count(value, negate)]
+            elif base == "javascript" and not negate and (budget := token_ceiling(value)):
+                _known_keys(item, _ASSERTION_KEYS, "")
+                made = [_A.Assertion(budget=budget)]
             else:
                 raise _UnsupportedError(_not_graded(kind))
         except _UnsupportedError as exc:
@@ -163,6 +167,43 @@ def _not_graded(kind: str) -> str:
     if base == "assert-set":
         return "type 'assert-set' (a weighted group of assertions) is not supported"
     return f"type {kind!r} is not a trajectory check (it grades the output text)"
+
+
+# The token ceiling of the promptfoo article (and the shape users copy from it): a `javascript`
+# assertion that sums span token attributes over `context.trace.spans` and compares the sum
+# with a constant. Matched whole, whitespace-insensitive: any other code stays unsupported.
+_USAGE_TERM = (
+    r"\+\s*Number\(\s*(?P=span)\.attributes\[\s*(?P<quote>['\"])"
+    r"gen_ai\.usage\.(?:input|output)_tokens(?P=quote)\s*\]\s*(?:\?\?|\|\|)\s*0\s*\)\s*"
+)
+_TOKEN_CEILING = re.compile(
+    r"^\s*(?:const|let|var)\s+(?P<sum>[A-Za-z_$][\w$]*)\s*=\s*"
+    r"context\.trace\.spans\.reduce\(\s*\(\s*(?P<acc>[A-Za-z_$][\w$]*)\s*,\s*"
+    r"(?P<span>[A-Za-z_$][\w$]*)\s*\)\s*=>\s*\(?\s*(?P=acc)\s*"
+    rf"(?P<terms>(?:{_USAGE_TERM}){{1,2}})\)?\s*,\s*0\s*\)\s*;?\s*"
+    r"return\s+(?P=sum)\s*(?P<op><=|<)\s*(?P<limit>\d{1,19})\s*;?\s*$"
+)
+_USAGE_KEY = re.compile(r"gen_ai\.usage\.(input|output)_tokens")
+
+
+def token_ceiling(code: Any) -> _A.Budget | None:
+    """The `budget` a token-ceiling `javascript` assertion means, or None for other code.
+
+    `used <= N` over input and output tokens is `max_total_tokens: N` (`< N`: N - 1); over
+    one of them, `max_input_tokens` / `max_output_tokens`. trajgrade sums the trace's model
+    calls, which the OTLP importer makes from exactly those span attributes.
+    """
+    found = _TOKEN_CEILING.match(code) if isinstance(code, str) else None
+    kinds = _USAGE_KEY.findall(found["terms"]) if found else []
+    limit = int(found["limit"]) - (1 if found["op"] == "<" else 0) if found else -1
+    # The same attribute added twice is not a plain ceiling.
+    if not kinds or len(set(kinds)) != len(kinds) or not 0 <= limit < 2**64:
+        return None
+    if len(kinds) == 2:
+        return _A.Budget(max_total_tokens=limit)
+    if kinds == ["input"]:
+        return _A.Budget(max_input_tokens=limit)
+    return _A.Budget(max_output_tokens=limit)
 
 
 def _matcher(value: Any, what: str) -> str:
