@@ -9,6 +9,19 @@ pub fn round4(x: f64) -> f64 {
     if !x.is_finite() {
         return x;
     }
+    // Fast path (every grading rounds its mean score): k = x * 10^4 rounded is the exact
+    // decimal rounding unless the product lies within its own rounding error of a tie, and
+    // k / 10^4 in float64 is the nearest float64 of the decimal, as parsing it would give.
+    let y = x * 10_000.0;
+    let fraction = (y - y.trunc()).abs();
+    if y.abs() < 1e15 && (fraction - 0.5).abs() > y.abs() * 4.0 * f64::EPSILON + f64::MIN_POSITIVE {
+        return y.round() / 10_000.0;
+    }
+    round4_exact(x)
+}
+
+/// `round4` by formatting: `{:.4}` rounds the exact binary value, ties to even.
+fn round4_exact(x: f64) -> f64 {
     format!("{x:.4}").parse().unwrap_or(x)
 }
 
@@ -46,7 +59,32 @@ pub fn summarize(results: impl Iterator<Item = Counted>) -> (bool, f64, u32, f64
 
 #[cfg(test)]
 mod tests {
-    use super::{round4, summarize, Counted};
+    use super::{round4, round4_exact, summarize, Counted};
+
+    #[test]
+    fn fast_rounding_equals_the_exact_rule() {
+        // Fractions a/b as results give them, values next to ties, and a seeded spread.
+        let mut xs = vec![0.0, 1.0, -0.0, 0.5, 1e-9, 123_456.789_05, -2.5e-5];
+        for b in 1..=200u32 {
+            for a in 0..=b {
+                xs.push(f64::from(a) / f64::from(b));
+            }
+        }
+        for k in 0..20_000u32 {
+            let tie = (f64::from(k) + 0.5) / 10_000.0;
+            xs.extend([tie, f64::from_bits(tie.to_bits() + 1), f64::from_bits(tie.to_bits() - 1)]);
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            xs.push((state >> 11) as f64 / (1u64 << 53) as f64);
+        }
+        for x in xs {
+            assert_eq!(round4(x).to_bits(), round4_exact(x).to_bits(), "{x:e}");
+        }
+    }
 
     #[test]
     fn rounds_like_python_round_4() {
