@@ -27,7 +27,7 @@ struct CallCache {
 }
 
 /// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Call<'a> {
     pub name: &'a str,
     pub arguments_json: Option<&'a str>,
