@@ -236,6 +236,15 @@ impl<'a> Call<'a> {
     }
 }
 
+impl Call<'_> {
+    /// The call's duration in nanoseconds (§10): `end - start` when both times are non-zero
+    /// and `end >= start`; `None` = timing not recorded.
+    pub fn duration_ns(&self) -> Option<u64> {
+        let (start, end) = (self.start_time_unix_nano, self.end_time_unix_nano);
+        (start != 0 && end != 0).then(|| end.checked_sub(start)).flatten()
+    }
+}
+
 impl<'a> ModelCall<'a> {
     pub fn from_message(m: &'a ModelCallMsg) -> Self {
         ModelCall {

@@ -271,6 +271,13 @@ pub(crate) mod testing {
         CompiledSuite::compile(&suite, &Limits::default())
     }
 
+    /// Grades `trace` with the one-assertion suite.
+    pub fn run_trace(assertion: &str, trace: &Trace) -> AssertionResult {
+        let s = suite(assertion).expect("test suite compiles");
+        let mut r = s.grade(trace, &Limits::default()).expect("graded");
+        r.results.remove(0)
+    }
+
     /// Grades `calls` (name, arguments text) with the one-assertion suite.
     pub fn run(assertion: &str, calls: &[(&str, Option<&str>)]) -> AssertionResult {
         let trace = Trace {
