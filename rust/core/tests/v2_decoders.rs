@@ -98,3 +98,42 @@ fn json_line_fast_path_reads_every_v2_field_under_both_names() {
         assert_eq!(fields(&TraceView::from_parts(decoded.parts, &limits)), expected, "{line}");
     }
 }
+
+/// The same grading whichever decoder read the trace: prost, the borrowed protobuf decoder
+/// (`grade_traces`) and the JSON-line scanner (`grade_json_traces`), on a suite whose every
+/// assertion reads v2 fields.
+#[test]
+fn every_decoder_grades_v2_fields_alike() {
+    use trajgrade_core::proto::v1::{trace_outcome, Suite, TraceOutcome};
+    use trajgrade_core::{CompiledSuite, Grader};
+    let suite: Suite = serde_json::from_str(
+        r#"{"assertions":[
+            {"duration":{"tool":"get_order","max_call_ms":"2000"}},
+            {"duration":{"glob":"*","max_total_ms":"1"}},
+            {"budget":{"max_input_tokens":"30000"}},
+            {"budget":{"max_cost":1}},
+            {"budget":{"max_model_calls":3,"max_total_tokens":"18446744073709551615"}},
+            {"expression":{"expr":"calls.exists(c, c.agent == 'triage' && c.server == 'orders-mcp' && c.turn == 1)"}},
+            {"expression":{"expr":"usage.input_tokens == 30001 && model_calls[1].cost == 0.0 && calls[1].duration_ms == null"}}
+        ]}"#,
+    )
+    .expect("suite JSON decodes");
+    let limits = Limits::default();
+    let compiled = CompiledSuite::compile(&suite, &limits).expect("compiles");
+    let t = every_v2_field();
+    let by_prost = compiled.grade(&t, &limits).expect("graded");
+    let codes: Vec<&str> = by_prost.results.iter().map(|r| r.reason_code.as_str()).collect();
+    // Each assertion reads what the trace holds (none passes by reading defaults).
+    assert_eq!(
+        codes,
+        ["TOO_SLOW", "TIMING_NOT_RECORDED", "OVER_BUDGET", "COST_NOT_RECORDED", "OVER_BUDGET", "", ""]
+    );
+    let grader = Grader::new(limits, 1);
+    let bytes = t.encode_to_vec();
+    let line = serde_json::to_vec(&t).expect("serializes");
+    let by_bytes = grader.grade_traces(&compiled, &[&bytes]);
+    let by_line = grader.grade_json_traces(&compiled, &[&line]);
+    assert_eq!(by_bytes, by_line);
+    let outcome = TraceOutcome::decode(&by_bytes[0][..]).expect("decodes");
+    assert_eq!(outcome.outcome, Some(trace_outcome::Outcome::Result(by_prost)));
+}
