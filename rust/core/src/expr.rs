@@ -550,10 +550,8 @@ mod tests {
         ] {
             assert_eq!(eval_calls(src, &[], &model_calls), Ok(true), "{src}");
         }
-        let unpriced = [
-            model_calls[0],
-            ModelCall { cost: None, output_tokens: u64::MAX, ..model_calls[1] },
-        ];
+        let unpriced =
+            [model_calls[0], ModelCall { cost: None, output_tokens: u64::MAX, ..model_calls[1] }];
         for src in [
             "usage.cost == null && model_calls[1].cost == null && model_calls[0].cost == 0.25",
             // Sums never overflow: past int64 they are doubles.

@@ -1004,8 +1004,17 @@ pub(crate) mod generate {
         }
         if rng.chance(60) {
             let v = rng.pick(&[
-                "null", "0", "-0", "0.5", "1e-3", "2E2", "0.1", "12345678901234567890", "1.7976931348623157e308",
-                "3.141592653589793238462643383279", "-2.5",
+                "null",
+                "0",
+                "-0",
+                "0.5",
+                "1e-3",
+                "2E2",
+                "0.1",
+                "12345678901234567890",
+                "1.7976931348623157e308",
+                "3.141592653589793238462643383279",
+                "-2.5",
             ]);
             m.push(member(rng, "\"cost\"", v));
         }
@@ -1248,7 +1257,10 @@ mod tests {
         let turns: Vec<_> = t
             .turns
             .iter()
-            .map(|u| crate::trace::Turn { user_input: &u.user_input, final_answer: &u.final_answer })
+            .map(|u| crate::trace::Turn {
+                user_input: &u.user_input,
+                final_answer: &u.final_answer,
+            })
             .collect();
         assert_eq!(p.turns, turns, "{shown}");
         let meta: HashMap<&str, &str> = p.metadata.iter().copied().collect();

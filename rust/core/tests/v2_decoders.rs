@@ -91,7 +91,8 @@ fn json_line_fast_path_reads_every_v2_field_under_both_names() {
     assert_ne!(camel, proto_names);
     for line in [&proto_names, &camel] {
         let mut buf = Vec::new();
-        let decoded = json_trace::decode(line.as_bytes(), &mut buf).expect("the fast path takes it");
+        let decoded =
+            json_trace::decode(line.as_bytes(), &mut buf).expect("the fast path takes it");
         assert_eq!(decoded.encoded_len, t.encoded_len(), "{line}");
         let serde: Trace = serde_json::from_str(line).expect("serde reads it");
         assert_eq!(serde, t, "{line}");
@@ -126,7 +127,15 @@ fn every_decoder_grades_v2_fields_alike() {
     // Each assertion reads what the trace holds (none passes by reading defaults).
     assert_eq!(
         codes,
-        ["TOO_SLOW", "TIMING_NOT_RECORDED", "OVER_BUDGET", "COST_NOT_RECORDED", "OVER_BUDGET", "", ""]
+        [
+            "TOO_SLOW",
+            "TIMING_NOT_RECORDED",
+            "OVER_BUDGET",
+            "COST_NOT_RECORDED",
+            "OVER_BUDGET",
+            "",
+            ""
+        ]
     );
     let grader = Grader::new(limits, 1);
     let bytes = t.encode_to_vec();

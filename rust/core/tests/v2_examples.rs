@@ -84,7 +84,14 @@ fn example_5_duration_too_slow_and_timing_not_recorded() {
     assert_eq!(r.positions, [4]);
     assert_eq!(r.reason, "call 4 issue_refund took 2,350 ms; at most 2,000 ms allowed");
     // Untimed calls of other tools are not considered.
-    assert_eq!(grade(assertion, &Trace { calls: vec![refund_lasting(2_000_000_000), lookup], ..Trace::default() }).reason_code, "");
+    assert_eq!(
+        grade(
+            assertion,
+            &Trace { calls: vec![refund_lasting(2_000_000_000), lookup], ..Trace::default() }
+        )
+        .reason_code,
+        ""
+    );
 
     // The same call with end_time_unix_nano 0.
     let mut untimed = refund_lasting(2_350_000_000);

@@ -66,7 +66,8 @@ impl Check for Budget {
                 .map(|(k, _)| k)
                 .collect();
             if !missing.is_empty() {
-                let (noun, verb) = if missing.len() == 1 { ("call", "has") } else { ("calls", "have") };
+                let (noun, verb) =
+                    if missing.len() == 1 { ("call", "has") } else { ("calls", "have") };
                 return Outcome::fail(
                     Reason::CostNotRecorded,
                     format!(

@@ -216,12 +216,7 @@ mod tests {
 
     #[test]
     fn timing_not_recorded() {
-        let t = trace(vec![
-            timed("a", 1, 2),
-            timed("b", 0, 5),
-            timed("a", 5, 0),
-            timed("a", 9, 8),
-        ]);
+        let t = trace(vec![timed("a", 1, 2), timed("b", 0, 5), timed("a", 5, 0), timed("a", 9, 8)]);
         let r = run_trace(r#"{"duration":{"tool":"a","max_call_ms":"1"}}"#, &t);
         assert_eq!(r.reason_code, "TIMING_NOT_RECORDED");
         assert_eq!(r.positions, [3, 4]);
