@@ -44,7 +44,7 @@ fn example_4_budget_over_total_tokens() {
     assert_eq!(r.reason_code, "OVER_BUDGET");
     assert_eq!(r.reason, "total tokens 42,000 > 40,000 over 2 model calls");
     assert!(r.positions.is_empty());
-    assert_eq!(r.score, 0.0);
+    assert_eq!(r.score.to_bits(), 0f64.to_bits());
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn example_4_budget_scoped_to_billing() {
         &example_4_trace(),
     );
     assert_eq!((r.status, r.reason_code.as_str()), (AssertionStatus::Pass as i32, ""));
-    assert_eq!(r.score, 1.0);
+    assert_eq!(r.score.to_bits(), 1f64.to_bits());
 }
 
 /// A refund call lasting `nanos`; its start is a real clock reading, since §10 reads a zero

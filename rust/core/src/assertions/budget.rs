@@ -6,13 +6,14 @@ use crate::proto::v1::Budget as BudgetMsg;
 use crate::suite::Compiler;
 use crate::trace::TraceView;
 
+/// The upper bounds; `None` = unbounded.
 #[derive(Debug)]
 pub struct Budget {
-    max_input_tokens: Option<u64>,
-    max_output_tokens: Option<u64>,
-    max_total_tokens: Option<u64>,
-    max_cost: Option<f64>,
-    max_model_calls: Option<u32>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    total_tokens: Option<u64>,
+    cost: Option<f64>,
+    model_calls: Option<u32>,
 }
 
 impl Budget {
@@ -41,11 +42,11 @@ impl Budget {
             }
         }
         (c.problem_count() == before).then_some(Budget {
-            max_input_tokens: m.max_input_tokens,
-            max_output_tokens: m.max_output_tokens,
-            max_total_tokens: m.max_total_tokens,
-            max_cost: m.max_cost,
-            max_model_calls: m.max_model_calls,
+            input_tokens: m.max_input_tokens,
+            output_tokens: m.max_output_tokens,
+            total_tokens: m.max_total_tokens,
+            cost: m.max_cost,
+            model_calls: m.max_model_calls,
         })
     }
 }
@@ -58,7 +59,7 @@ impl Check for Budget {
         if !t.work().spend(calls.len() as u64) {
             return Outcome::pass(vec![]);
         }
-        if self.max_cost.is_some() {
+        if self.cost.is_some() {
             // A NaN cost is no figure to compare: read as not recorded.
             let missing: Vec<u32> = (1..)
                 .zip(calls)
@@ -83,22 +84,22 @@ impl Check for Budget {
         let output: u128 = calls.iter().map(|m| u128::from(m.output_tokens)).sum();
         let mut over = Vec::new();
         for (figure, sum, max) in [
-            ("input tokens", input, self.max_input_tokens),
-            ("output tokens", output, self.max_output_tokens),
-            ("total tokens", input + output, self.max_total_tokens),
+            ("input tokens", input, self.input_tokens),
+            ("output tokens", output, self.output_tokens),
+            ("total tokens", input + output, self.total_tokens),
         ] {
             if let Some(max) = max.filter(|&max| sum > u128::from(max)) {
                 over.push(format!("{figure} {} > {}", grouped(sum), grouped(max)));
             }
         }
-        if let Some(max) = self.max_cost {
+        if let Some(max) = self.cost {
             let cost: f64 = calls.iter().filter_map(|m| m.cost).sum();
             if cost > max {
                 over.push(format!("cost {cost} > {max}"));
             }
         }
         let n = calls.len();
-        if let Some(max) = self.max_model_calls.filter(|&max| n as u64 > u64::from(max)) {
+        if let Some(max) = self.model_calls.filter(|&max| n as u64 > u64::from(max)) {
             over.push(format!("model calls {} > {}", grouped(n as u64), grouped(max)));
         }
         if over.is_empty() {
@@ -152,7 +153,10 @@ mod tests {
                 "max_cost":0.75,"max_model_calls":2}}"#,
             &t,
         );
-        assert_eq!((r.reason_code.as_str(), r.score, r.severity), ("", 1.0, 1));
+        assert_eq!(
+            (r.reason_code.as_str(), r.score.to_bits(), r.severity),
+            ("", 1f64.to_bits(), 1)
+        );
         // No model calls: every sum is 0.
         let r = run_trace(r#"{"budget":{"max_total_tokens":"0","max_cost":0}}"#, &trace(vec![]));
         assert_eq!(r.reason_code, "");
@@ -195,7 +199,7 @@ mod tests {
     #[test]
     fn invalid() {
         assert_eq!(rejected_field(r#"{"budget":{}}"#), "assertions[0].budget");
-        for bad in [r#"-1"#, r#""NaN""#, r#""Infinity""#, r#""-Infinity""#] {
+        for bad in ["-1", r#""NaN""#, r#""Infinity""#, r#""-Infinity""#] {
             let a = format!(r#"{{"budget":{{"max_cost":{bad}}}}}"#);
             assert_eq!(rejected_field(&a), "assertions[0].budget.max_cost", "{a}");
         }
