@@ -276,7 +276,7 @@ impl V2In {
     fn times(&self) -> (u64, u64) {
         let start = u64::from(self.start);
         let end = self.millis.map_or(0, |ms| start.saturating_add(u64::from(ms) * 1_000_000));
-        (start, if self.start % 7 == 0 { start / 2 } else { end })
+        (start, if self.start.is_multiple_of(7) { start / 2 } else { end })
     }
 }
 
