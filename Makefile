@@ -55,6 +55,7 @@ lint: lint-docker lint-k8s check-proto-go
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
 	cd rust && $(CARGO) fmt --all --check
+	cd rust/fuzz && $(CARGO) fmt --all --check
 	cd rust && $(CARGO) clippy --workspace --all-targets -q -- -D warnings
 	$(MAKE) -s proto && git diff --exit-code -- python/trajgrade/v1
 	$(BIN)/buf lint proto

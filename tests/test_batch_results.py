@@ -147,8 +147,25 @@ CALL = st.fixed_dictionaries(
         "id": TEXT,
         "start_time_unix_nano": st.integers(0, 2**64 - 1),
         "endTimeUnixNano": st.integers(0, 2**64 - 1),
+        "turn": st.integers(0, 2**32 - 1),
+        "agent": TEXT,
+        "server": TEXT,
     },
 ).filter(lambda c: not {"arguments_json", "argumentsJson"} <= c.keys())
+MODEL_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": TEXT,
+        "input_tokens": st.integers(0, 2**64 - 1),
+        "outputTokens": st.integers(0, 2**64 - 1),
+        "cost": st.floats(allow_nan=False, allow_infinity=False),
+        "turn": st.integers(0, 2**32 - 1),
+        "agent": TEXT,
+        "startTimeUnixNano": st.integers(0, 2**64 - 1),
+        "end_time_unix_nano": st.integers(0, 2**64 - 1),
+    },
+)
+TURN = st.fixed_dictionaries({}, optional={"user_input": TEXT, "finalAnswer": TEXT})
 TRACES = st.fixed_dictionaries(
     {},
     optional={
@@ -156,6 +173,8 @@ TRACES = st.fixed_dictionaries(
         "calls": st.lists(CALL, max_size=3),
         "final_answer": TEXT,
         "metadata": st.dictionaries(TEXT, TEXT, max_size=4),
+        "model_calls": st.lists(MODEL_CALL, max_size=3),
+        "turns": st.lists(TURN, max_size=2),
     },
 )
 
@@ -182,6 +201,16 @@ def test_dict_encoding_equals_the_deterministic_serialization(trace: dict[str, A
         {"calls": [{"name": "\ud800"}]},
         {"metadata": {"k": 1}},
         {"metadata": {1: "v"}},
+        {"calls": [{"name": "a", "turn": 2**32}]},
+        {"calls": [{"name": "a", "agent": None}]},
+        {"model_calls": [{"cost": 1}]},
+        {"model_calls": [{"cost": None}]},
+        {"model_calls": [{"cost": float("nan")}]},
+        {"model_calls": [{"input_tokens": 2**64}]},
+        {"modelCalls": [{"turn": -1}]},
+        {"model_calls": [], "modelCalls": []},
+        {"turns": [{"user_input": "a", "userInput": "b"}]},
+        {"turns": [{"answer": "a"}]},
     ],
 )
 def test_unusual_dicts_are_left_to_the_python_path(trace: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import trajgrade
+from trajgrade.traces import trace_from_dict
 from trajgrade.v1 import result_pb2
 
 
@@ -70,3 +71,50 @@ def test_variables_functions_and_mixed_numbers(expr: str, passes: bool) -> None:
     result = trajgrade.compile_suite(_suite(expr)).grade(trace).results[0]
     assert result.reason_code != "EXPRESSION_ERROR", result.reason
     assert (result.status == result_pb2.ASSERTION_STATUS_PASS) is passes
+
+
+V2_TRACE: dict[str, Any] = {
+    "id": "v2",
+    "calls": [
+        {
+            "name": "get_order",
+            "start_time_unix_nano": 1_000_000_000,
+            "end_time_unix_nano": 3_350_000_000,
+            "turn": 2,
+            "agent": "triage/billing",
+            "server": "orders-mcp",
+        },
+        {"name": "log", "start_time_unix_nano": 5},
+    ],
+    "model_calls": [
+        {"model": "big", "input_tokens": 30000, "output_tokens": 1000, "cost": 0.5, "turn": 1},
+        {"input_tokens": 12000, "agent": "billing"},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("expr", "passes"),
+    [
+        ("calls[0].duration_ms == 2350.0 && calls[1].duration_ms == null", True),
+        ("calls[0].duration_ms > 2350.0", False),
+        ("calls[0].turn == 2 && calls[1].turn == 1", True),
+        ("calls[0].agent == 'triage/billing' && calls[1].agent == ''", True),
+        ("calls[0].server == 'orders-mcp'", True),
+        ("calls[1].server == 'orders-mcp'", False),
+        ("model_calls.size() == 2 && model_calls[0].model == 'big'", True),
+        ("model_calls[0].cost == 0.5 && model_calls[1].cost == null", True),
+        ("model_calls[1].agent == 'billing' && model_calls[1].turn == 1", True),
+        ("usage.total_tokens == 43000 && usage.cost == null", True),
+        ("usage.input_tokens > 40000", True),
+        ("usage.output_tokens > 1000", False),
+    ],
+)
+def test_v2_trace_variables(expr: str, passes: bool) -> None:
+    """Each §14 variable reads the trace's v2 fields, whether the trace is a dict (the binding's
+    encoder) or a Trace message (upb's encoding)."""
+    suite = trajgrade.compile_suite(_suite(expr))
+    as_dict = suite.grade(V2_TRACE).results[0]
+    assert as_dict.reason_code != "EXPRESSION_ERROR", as_dict.reason
+    assert (as_dict.status == result_pb2.ASSERTION_STATUS_PASS) is passes
+    assert suite.grade(trace_from_dict(V2_TRACE)).results[0] == as_dict

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import trajgrade
 from trajgrade import _core
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade
@@ -185,3 +186,44 @@ def test_regrade_of_a_parquet_file_uses_the_buffers(
     assert summary.traces == 40
     got = [json.loads(line)["trace_id"] for line in out.read_bytes().splitlines()]
     assert got == [row["id"] or "" for row in _ROWS] * 10
+
+
+def test_v2_columns_are_graded_not_dropped(tmp_path: Path) -> None:
+    """The native schema has no SPEC v2 columns, so neither arrowcols nor arrowjson takes a
+    batch with them; the row path reads them, and the results equal grading the dicts."""
+    rows: list[dict[str, Any]] = [
+        {
+            "id": "v2",
+            "calls": [
+                {"name": "issue_refund", "start_time_unix_nano": 10**18,
+                 "end_time_unix_nano": 10**18 + 2_350_000_000, "turn": 1, "agent": "billing",
+                 "server": "payments"},
+            ],
+            "model_calls": [
+                {"model": "m", "input_tokens": 30_000, "output_tokens": 0, "cost": 0.5},
+                {"model": "m", "input_tokens": 12_000, "output_tokens": 0, "cost": None},
+            ],
+            "turns": [{"user_input": "refund", "final_answer": "done"}],
+        }
+    ]  # fmt: skip
+    suite = {
+        "assertions": [
+            {"duration": {"tool": "issue_refund", "max_call_ms": 2000}},
+            {"budget": {"max_total_tokens": 40000}},
+            {"expression": {"expr": "calls[0].agent == 'billing' && calls[0].server != ''"}},
+        ]
+    }
+    batch = pa.RecordBatch.from_pylist(rows)
+    assert arrowcols.columns(batch) is None
+    assert json_lines(batch) is None
+    suite_path = tmp_path / "suite.json"
+    suite_path.write_text(json.dumps(suite), encoding="utf-8")
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_batches([batch]), path)
+    out = tmp_path / "r.jsonl"
+    regrade([str(path)], suite_path, str(out))
+    (row,) = [json.loads(line) for line in out.read_bytes().splitlines()]
+    codes = [r["reason_code"] for r in row["results"]]
+    assert codes == ["TOO_SLOW", "OVER_BUDGET", ""]
+    direct = trajgrade.compile_suite(suite).grade(rows[0])
+    assert [r["reason"] for r in row["results"]] == [r.reason for r in direct.results]

@@ -16,6 +16,7 @@ use cel::common::types::CelString;
 use cel::{Context, Env, ExecutionError, Value as CelValue};
 
 use crate::json::Value;
+use crate::trace::ModelCall;
 use crate::work::Work;
 
 mod bind;
@@ -53,26 +54,12 @@ pub struct ExprCall<'a> {
     pub server: &'a str,
 }
 
-/// One model (LLM) call as an expression sees it (§10).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ExprModelCall<'a> {
-    pub model: &'a str,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// `None` when not recorded (CEL `null`).
-    pub cost: Option<f64>,
-    pub turn: u32,
-    pub agent: &'a str,
-    pub start_time_unix_nano: u64,
-    pub end_time_unix_nano: u64,
-}
-
 /// What one evaluation sees: the (scoped) trace's calls and model calls, the answer and the
 /// metadata (a later duplicate key wins).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Bindings<'a> {
     pub calls: &'a [ExprCall<'a>],
-    pub model_calls: &'a [ExprModelCall<'a>],
+    pub model_calls: &'a [ModelCall<'a>],
     pub answer: &'a str,
     pub metadata: &'a [(&'a str, &'a str)],
     /// Deepest nesting of a result parsed for `result_json` (a deeper one is `null`).
@@ -311,7 +298,7 @@ mod tests {
     fn eval_calls(
         src: &str,
         calls: &[ExprCall<'_>],
-        model_calls: &[ExprModelCall<'_>],
+        model_calls: &[ModelCall<'_>],
     ) -> Result<bool, String> {
         let bindings = Bindings {
             calls,
@@ -535,15 +522,15 @@ mod tests {
     #[test]
     fn model_calls_and_usage() {
         let model_calls = [
-            ExprModelCall {
+            ModelCall {
                 model: "big",
                 input_tokens: 30_000,
                 output_tokens: 0,
                 cost: Some(0.25),
                 turn: 0,
-                ..ExprModelCall::default()
+                ..ModelCall::default()
             },
-            ExprModelCall {
+            ModelCall {
                 model: "small",
                 input_tokens: 10_000,
                 output_tokens: 2_000,
@@ -563,10 +550,8 @@ mod tests {
         ] {
             assert_eq!(eval_calls(src, &[], &model_calls), Ok(true), "{src}");
         }
-        let unpriced = [
-            model_calls[0],
-            ExprModelCall { cost: None, output_tokens: u64::MAX, ..model_calls[1] },
-        ];
+        let unpriced =
+            [model_calls[0], ModelCall { cost: None, output_tokens: u64::MAX, ..model_calls[1] }];
         for src in [
             "usage.cost == null && model_calls[1].cost == null && model_calls[0].cost == 0.25",
             // Sums never overflow: past int64 they are doubles.

@@ -1,17 +1,18 @@
 //! Protobuf-JSON `Trace` lines (native JSONL) decoded in one pass into borrowed `TraceParts`.
 //!
 //! The scanner accepts a subset of what `serde_json` plus the pbjson impls accept, with the same
-//! meaning: proto or lowerCamel field names in any order, `null` for the two optional strings
-//! (`arguments_json`, `result`), uint64 times as JSON integers or digit strings, map metadata (a
-//! later duplicate key wins, as when the `HashMap` is filled). Everything else returns `None`:
-//! unknown, escaped or repeated keys, `null` anywhere pbjson rejects it, floats, signs, leading
-//! zeros and overflow in times, bad escapes, lone surrogates, raw control characters, invalid
-//! UTF-8, trailing data. The caller then decodes the line with `serde_json`, so every error and
+//! meaning: proto or lowerCamel field names in any order, `null` for the optional fields
+//! (`arguments_json`, `result`, a model call's `cost`), integers (times, tokens, turns) as JSON
+//! integers or digit strings, `cost` as a JSON number, map metadata (a later duplicate key wins,
+//! as when the `HashMap` is filled). Everything else returns `None`: unknown, escaped or
+//! repeated keys, `null` anywhere pbjson rejects it, floats, signs, leading zeros and overflow in
+//! integers, a `cost` written as a string, bad escapes, lone surrogates, raw control characters,
+//! invalid UTF-8, trailing data. The caller then decodes the line with `serde_json`, so every error and
 //! every edge case keeps that path's exact behaviour and message.
 //!
 //! Strings without escapes are borrowed from the line; strings with escapes are unescaped into
 //! one buffer per line, and the parts borrow from it once the scan is done.
-use crate::trace::Call;
+use crate::trace::{Call, ModelCall, Turn};
 use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
 
 /// A decoded line: the fields grading reads, and the length of the equivalent encoded `Trace`
@@ -42,6 +43,23 @@ struct RawCall {
     arguments_json: Option<Span>,
     result: Option<Span>,
     error: bool,
+    start_time_unix_nano: u64,
+    end_time_unix_nano: u64,
+    turn: u32,
+    agent: Span,
+    server: Span,
+}
+
+#[derive(Default)]
+struct RawModelCall {
+    model: Span,
+    input_tokens: u64,
+    output_tokens: u64,
+    cost: Option<f64>,
+    turn: u32,
+    agent: Span,
+    start_time_unix_nano: u64,
+    end_time_unix_nano: u64,
 }
 
 #[derive(Default)]
@@ -50,6 +68,9 @@ struct RawTrace {
     calls: Vec<RawCall>,
     final_answer: Span,
     metadata: Vec<(Span, Span)>,
+    model_calls: Vec<RawModelCall>,
+    /// `(user_input, final_answer)` per turn.
+    turns: Vec<(Span, Span)>,
     encoded_len: usize,
     /// Bytes of unescaped text in the buffer.
     owned_len: usize,
@@ -82,19 +103,45 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
                     None => None,
                 },
                 error: c.error,
-                ..Call::default()
+                turn: c.turn,
+                agent: get(c.agent)?,
+                server: get(c.server)?,
+                start_time_unix_nano: c.start_time_unix_nano,
+                end_time_unix_nano: c.end_time_unix_nano,
             })
         })
         .collect::<Option<Vec<_>>>()?;
     let metadata =
         raw.metadata.iter().map(|&(k, v)| Some((get(k)?, get(v)?))).collect::<Option<Vec<_>>>()?;
+    let model_calls = raw
+        .model_calls
+        .iter()
+        .map(|m| {
+            Some(ModelCall {
+                model: get(m.model)?,
+                input_tokens: m.input_tokens,
+                output_tokens: m.output_tokens,
+                cost: m.cost,
+                turn: m.turn,
+                agent: get(m.agent)?,
+                start_time_unix_nano: m.start_time_unix_nano,
+                end_time_unix_nano: m.end_time_unix_nano,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let turns = raw
+        .turns
+        .iter()
+        .map(|&(u, a)| Some(Turn { user_input: get(u)?, final_answer: get(a)? }))
+        .collect::<Option<Vec<_>>>()?;
     Some(JsonParts {
         parts: TraceParts {
             id: get(raw.id)?,
             calls,
             final_answer: get(raw.final_answer)?,
             metadata,
-            ..TraceParts::default()
+            model_calls,
+            turns,
         },
         encoded_len: raw.encoded_len,
     })
@@ -262,13 +309,36 @@ const ID: u8 = 1;
 const CALLS: u8 = 2;
 const FINAL_ANSWER: u8 = 4;
 const METADATA: u8 = 8;
-const NAME: u8 = 1;
-const ARGUMENTS: u8 = 2;
-const RESULT: u8 = 4;
-const ERROR: u8 = 8;
-const CALL_ID: u8 = 16;
-const START: u8 = 32;
-const END: u8 = 64;
+const MODEL_CALLS: u8 = 16;
+const TURNS: u8 = 32;
+const NAME: u16 = 1;
+const ARGUMENTS: u16 = 2;
+const RESULT: u16 = 4;
+const ERROR: u16 = 8;
+const CALL_ID: u16 = 16;
+const START: u16 = 32;
+const END: u16 = 64;
+const TURN: u16 = 128;
+const AGENT: u16 = 256;
+const SERVER: u16 = 512;
+// Model call fields (START, END, TURN and AGENT above are shared).
+const MODEL: u16 = 1;
+const INPUT: u16 = 2;
+const OUTPUT: u16 = 4;
+const COST: u16 = 8;
+// Turn fields.
+const USER_INPUT: u16 = 1;
+const TURN_ANSWER: u16 = 2;
+
+/// Sets `bit` in `seen`; `None` when it was already set (a repeated key).
+#[inline]
+fn first_time(seen: &mut u16, bit: u16) -> Option<()> {
+    if *seen & bit != 0 {
+        return None;
+    }
+    *seen |= bit;
+    Some(())
+}
 
 impl Scanner<'_> {
     #[inline]
@@ -423,7 +493,7 @@ impl Scanner<'_> {
         }
     }
 
-    /// A uint64 time: a JSON integer (no sign, no leading zero, no fraction or exponent) or a
+    /// A uint64 (times, tokens): a JSON integer (no sign, no leading zero, no fraction or exponent) or a
     /// string of ASCII digits, within u64.
     fn uint64(&mut self) -> Option<u64> {
         match *self.b.get(self.i)? {
@@ -452,6 +522,24 @@ impl Scanner<'_> {
         }
     }
 
+    /// A uint32 (a turn): as `uint64`, within u32.
+    fn uint32(&mut self) -> Option<u32> {
+        u32::try_from(self.uint64()?).ok()
+    }
+
+    /// A double written as a JSON number (a string form, `"NaN"` or `"1.5"`, is left to serde),
+    /// read by `serde_json` itself so the value is bit for bit the one the serde path reads.
+    fn double(&mut self) -> Option<f64> {
+        let start = self.i;
+        if self.b.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        while let Some(b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') = self.b.get(self.i) {
+            self.i += 1;
+        }
+        serde_json::from_slice(&self.b[start..self.i]).ok()
+    }
+
     fn trace(mut self) -> Option<RawTrace> {
         let mut t = RawTrace::default();
         self.expect(b'{')?;
@@ -463,6 +551,8 @@ impl Scanner<'_> {
                     b"calls" => CALLS,
                     b"final_answer" | b"finalAnswer" => FINAL_ANSWER,
                     b"metadata" => METADATA,
+                    b"model_calls" | b"modelCalls" => MODEL_CALLS,
+                    b"turns" => TURNS,
                     _ => return None,
                 };
                 if seen & bit != 0 {
@@ -473,7 +563,9 @@ impl Scanner<'_> {
                     ID => t.id = self.string()?,
                     CALLS => self.calls(&mut t)?,
                     FINAL_ANSWER => t.final_answer = self.string()?,
-                    _ => self.metadata(&mut t)?,
+                    METADATA => self.metadata(&mut t)?,
+                    MODEL_CALLS => self.list(&mut t, Self::model_call)?,
+                    _ => self.list(&mut t, Self::turn)?,
                 }
                 if !self.more(b'}')? {
                     break;
@@ -513,7 +605,7 @@ impl Scanner<'_> {
         if self.eat(b'}') {
             return Some((c, len));
         }
-        let mut seen = 0u8;
+        let mut seen = 0u16;
         loop {
             let bit = match self.key()? {
                 b"name" => NAME,
@@ -523,12 +615,12 @@ impl Scanner<'_> {
                 b"id" => CALL_ID,
                 b"start_time_unix_nano" | b"startTimeUnixNano" => START,
                 b"end_time_unix_nano" | b"endTimeUnixNano" => END,
+                b"turn" => TURN,
+                b"agent" => AGENT,
+                b"server" => SERVER,
                 _ => return None,
             };
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
+            first_time(&mut seen, bit)?;
             match bit {
                 NAME => {
                     c.name = self.string()?;
@@ -547,15 +639,136 @@ impl Scanner<'_> {
                     len += if c.error { 2 } else { 0 };
                 }
                 CALL_ID => len += len_field_len(self.string()?.len()),
+                START => {
+                    c.start_time_unix_nano = self.uint64()?;
+                    len += varint_field_len(c.start_time_unix_nano);
+                }
+                END => {
+                    c.end_time_unix_nano = self.uint64()?;
+                    len += varint_field_len(c.end_time_unix_nano);
+                }
+                TURN => {
+                    c.turn = self.uint32()?;
+                    len += varint_field_len(c.turn.into());
+                }
+                AGENT => {
+                    c.agent = self.string()?;
+                    len += len_field_len(c.agent.len());
+                }
                 _ => {
-                    let v = self.uint64()?;
-                    len += varint_field_len(v);
+                    c.server = self.string()?;
+                    len += len_field_len(c.server.len());
                 }
             }
             if !self.more(b'}')? {
                 return Some((c, len));
             }
         }
+    }
+
+    /// A JSON array of messages, each read by `item` into `t` (returning its encoded length).
+    fn list(
+        &mut self,
+        t: &mut RawTrace,
+        item: fn(&mut Self, &mut RawTrace) -> Option<usize>,
+    ) -> Option<()> {
+        self.expect(b'[')?;
+        if self.eat(b']') {
+            return Some(());
+        }
+        loop {
+            self.ws();
+            let len = item(self, t)?;
+            t.encoded_len += present_field_len(len);
+            if !self.more(b']')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// One `ModelCall` object pushed to `t.model_calls`; returns its encoded length.
+    fn model_call(&mut self, t: &mut RawTrace) -> Option<usize> {
+        let mut m = RawModelCall::default();
+        let mut len = 0;
+        self.expect(b'{')?;
+        let mut seen = 0u16;
+        if !self.eat(b'}') {
+            loop {
+                let bit = match self.key()? {
+                    b"model" => MODEL,
+                    b"input_tokens" | b"inputTokens" => INPUT,
+                    b"output_tokens" | b"outputTokens" => OUTPUT,
+                    b"cost" => COST,
+                    b"turn" => TURN,
+                    b"agent" => AGENT,
+                    b"start_time_unix_nano" | b"startTimeUnixNano" => START,
+                    b"end_time_unix_nano" | b"endTimeUnixNano" => END,
+                    _ => return None,
+                };
+                first_time(&mut seen, bit)?;
+                match bit {
+                    MODEL => {
+                        m.model = self.string()?;
+                        len += len_field_len(m.model.len());
+                    }
+                    AGENT => {
+                        m.agent = self.string()?;
+                        len += len_field_len(m.agent.len());
+                    }
+                    COST => {
+                        m.cost = if self.literal(b"null") { None } else { Some(self.double()?) };
+                        // An optional double: key and 8 bytes whenever set.
+                        len += if m.cost.is_some() { 9 } else { 0 };
+                    }
+                    TURN => {
+                        m.turn = self.uint32()?;
+                        len += varint_field_len(m.turn.into());
+                    }
+                    _ => {
+                        let v = self.uint64()?;
+                        len += varint_field_len(v);
+                        match bit {
+                            INPUT => m.input_tokens = v,
+                            OUTPUT => m.output_tokens = v,
+                            START => m.start_time_unix_nano = v,
+                            _ => m.end_time_unix_nano = v,
+                        }
+                    }
+                }
+                if !self.more(b'}')? {
+                    break;
+                }
+            }
+        }
+        t.model_calls.push(m);
+        Some(len)
+    }
+
+    /// One `Turn` object pushed to `t.turns`; returns its encoded length.
+    fn turn(&mut self, t: &mut RawTrace) -> Option<usize> {
+        let (mut user_input, mut answer) = (Span::default(), Span::default());
+        self.expect(b'{')?;
+        let mut seen = 0u16;
+        if !self.eat(b'}') {
+            loop {
+                let bit = match self.key()? {
+                    b"user_input" | b"userInput" => USER_INPUT,
+                    b"final_answer" | b"finalAnswer" => TURN_ANSWER,
+                    _ => return None,
+                };
+                first_time(&mut seen, bit)?;
+                if bit == USER_INPUT {
+                    user_input = self.string()?;
+                } else {
+                    answer = self.string()?;
+                }
+                if !self.more(b'}')? {
+                    break;
+                }
+            }
+        }
+        t.turns.push((user_input, answer));
+        Some(len_field_len(user_input.len()) + len_field_len(answer.len()))
     }
 
     fn metadata(&mut self, t: &mut RawTrace) -> Option<()> {
@@ -748,7 +961,84 @@ pub(crate) mod generate {
                 m.push(member(rng, &k, &v));
             }
         }
+        v2_common(rng, &mut m);
+        if rng.chance(20) {
+            let v = quoted_text(rng, false);
+            m.push(member(rng, "\"server\"", &v));
+        }
         object(rng, m)
+    }
+
+    /// The SPEC v2 `turn` and `agent` members a call and a model call share.
+    fn v2_common(rng: &mut Rng, m: &mut Vec<String>) {
+        if rng.chance(25) {
+            let v = rng.pick(&[0u64, 1, 3, u64::from(u32::MAX)]);
+            let v = if rng.chance(50) { v.to_string() } else { format!("\"{v}\"") };
+            m.push(member(rng, "\"turn\"", &v));
+        }
+        if rng.chance(25) {
+            let agent = rng.pick(&["", "triage", "triage/billing", "é/x"]);
+            let v = quote(rng, agent);
+            m.push(member(rng, "\"agent\"", &v));
+        }
+    }
+
+    fn model_call(rng: &mut Rng) -> String {
+        let mut m = Vec::new();
+        if rng.chance(70) {
+            let model = rng.pick(&["gpt-x", "", "claude"]);
+            let v = quote(rng, model);
+            m.push(member(rng, "\"model\"", &v));
+        }
+        for (proto, camel) in [
+            ("input_tokens", "inputTokens"),
+            ("output_tokens", "outputTokens"),
+            ("start_time_unix_nano", "startTimeUnixNano"),
+            ("end_time_unix_nano", "endTimeUnixNano"),
+        ] {
+            if rng.chance(50) {
+                let k = key(rng, proto, camel);
+                let v = time(rng);
+                m.push(member(rng, &k, &v));
+            }
+        }
+        if rng.chance(60) {
+            let v = rng.pick(&[
+                "null",
+                "0",
+                "-0",
+                "0.5",
+                "1e-3",
+                "2E2",
+                "0.1",
+                "12345678901234567890",
+                "1.7976931348623157e308",
+                "3.141592653589793238462643383279",
+                "-2.5",
+            ]);
+            m.push(member(rng, "\"cost\"", v));
+        }
+        v2_common(rng, &mut m);
+        object(rng, m)
+    }
+
+    fn turn(rng: &mut Rng) -> String {
+        let mut m = Vec::new();
+        for (proto, camel) in [("user_input", "userInput"), ("final_answer", "finalAnswer")] {
+            if rng.chance(70) {
+                let k = key(rng, proto, camel);
+                let v = quoted_text(rng, false);
+                m.push(member(rng, &k, &v));
+            }
+        }
+        object(rng, m)
+    }
+
+    /// `"key": [items]` with `n` items made by `item`.
+    fn array(rng: &mut Rng, key: &str, n: usize, item: fn(&mut Rng) -> String) -> String {
+        let items: Vec<String> = (0..n).map(|_| item(rng)).collect();
+        let sep = format!("{},{}", ws(rng), ws(rng));
+        member(rng, key, &format!("[{}]", items.join(&sep)))
     }
 
     /// A valid line.
@@ -761,9 +1051,16 @@ pub(crate) mod generate {
         }
         if rng.chance(90) {
             let n = rng.pick(&[0usize, 1, 2, 3, 8]);
-            let calls: Vec<String> = (0..n).map(|_| call(rng)).collect();
-            let sep = format!("{},{}", ws(rng), ws(rng));
-            m.push(member(rng, "\"calls\"", &format!("[{}]", calls.join(&sep))));
+            m.push(array(rng, "\"calls\"", n, call));
+        }
+        if rng.chance(30) {
+            let n = rng.pick(&[0usize, 1, 2, 5]);
+            let k = key(rng, "model_calls", "modelCalls");
+            m.push(array(rng, &k, n, model_call));
+        }
+        if rng.chance(20) {
+            let n = rng.pick(&[0usize, 1, 3]);
+            m.push(array(rng, "\"turns\"", n, turn));
         }
         if rng.chance(70) {
             let k = key(rng, "final_answer", "finalAnswer");
@@ -838,6 +1135,35 @@ pub(crate) mod generate {
         ",\"calls\":[{\"name\":\"a\u{1}b\"}]",
         ",\"calls\":[{\"name\":\"a\u{7f}b\"}]",
         ",\"calls\":[{\"result\":{}}]",
+        ",\"calls\":[{\"turn\":4294967296}]",
+        ",\"calls\":[{\"turn\":\"4294967296\"}]",
+        ",\"calls\":[{\"turn\":null}]",
+        ",\"calls\":[{\"turn\":-1}]",
+        ",\"calls\":[{\"turn\":1.5}]",
+        ",\"calls\":[{\"agent\":null}]",
+        ",\"calls\":[{\"server\":7}]",
+        ",\"calls\":[{\"agent\":\"a\",\"agent\":\"b\"}]",
+        ",\"model_calls\":null",
+        ",\"model_calls\":[null]",
+        ",\"model_calls\":{}",
+        ",\"modelCalls\":[{\"cost\":\"1.5\"}]",
+        ",\"modelCalls\":[{\"cost\":\"NaN\"}]",
+        ",\"modelCalls\":[{\"cost\":1e400}]",
+        ",\"modelCalls\":[{\"cost\":01}]",
+        ",\"modelCalls\":[{\"cost\":1.}]",
+        ",\"modelCalls\":[{\"cost\":-}]",
+        ",\"modelCalls\":[{\"cost\":true}]",
+        ",\"modelCalls\":[{\"cost\":null,\"cost\":1}]",
+        ",\"model_calls\":[],\"modelCalls\":[]",
+        ",\"model_calls\":[{\"input_tokens\":-1}]",
+        ",\"model_calls\":[{\"inputTokens\":1,\"input_tokens\":2}]",
+        ",\"model_calls\":[{\"tokens\":1}]",
+        ",\"model_calls\":[{\"turn\":4294967296}]",
+        ",\"turns\":[{\"user_input\":null}]",
+        ",\"turns\":[{\"userInput\":\"a\",\"user_input\":\"b\"}]",
+        ",\"turns\":[{\"answer\":\"a\"}]",
+        ",\"turns\":[{}],\"turns\":[]",
+        ",\"turns\":[1]",
         ",\"calls\":{}",
         ",\"id\":7",
         ",\"final_answer\":null",
@@ -919,12 +1245,24 @@ mod tests {
         assert_eq!((p.id, p.final_answer), (t.id.as_str(), t.final_answer.as_str()), "{shown}");
         assert_eq!(p.calls.len(), t.calls.len(), "{shown}");
         for (a, b) in p.calls.iter().zip(&t.calls) {
-            assert_eq!(
-                (a.name, a.arguments_json, a.result, a.error),
-                (b.name.as_str(), b.arguments_json.as_deref(), b.result.as_deref(), b.error),
-                "{shown}"
-            );
+            assert_eq!(*a, crate::trace::Call::from_message(b), "{shown}");
         }
+        let model_calls: Vec<_> =
+            t.model_calls.iter().map(crate::trace::ModelCall::from_message).collect();
+        assert_eq!(p.model_calls, model_calls, "{shown}");
+        for (a, b) in p.model_calls.iter().zip(&model_calls) {
+            // Bit for bit (PartialEq on f64 would let 0.0 equal -0.0).
+            assert_eq!(a.cost.map(f64::to_bits), b.cost.map(f64::to_bits), "{shown}");
+        }
+        let turns: Vec<_> = t
+            .turns
+            .iter()
+            .map(|u| crate::trace::Turn {
+                user_input: &u.user_input,
+                final_answer: &u.final_answer,
+            })
+            .collect();
+        assert_eq!(p.turns, turns, "{shown}");
         let meta: HashMap<&str, &str> = p.metadata.iter().copied().collect();
         let expected: HashMap<&str, &str> =
             t.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -27,7 +27,7 @@ struct CallCache {
 }
 
 /// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Call<'a> {
     pub name: &'a str,
     pub arguments_json: Option<&'a str>,
@@ -233,6 +233,15 @@ impl<'a> Call<'a> {
             start_time_unix_nano: c.start_time_unix_nano,
             end_time_unix_nano: c.end_time_unix_nano,
         }
+    }
+}
+
+impl Call<'_> {
+    /// The call's duration in nanoseconds (§10): `end - start` when both times are non-zero
+    /// and `end >= start`; `None` = timing not recorded.
+    pub fn duration_ns(&self) -> Option<u64> {
+        let (start, end) = (self.start_time_unix_nano, self.end_time_unix_nano);
+        (start != 0 && end != 0).then(|| end.checked_sub(start)).flatten()
     }
 }
 

@@ -4,7 +4,7 @@
 //! field wins, `calls` append, unknown fields skipped, strings must be UTF-8). Anything it does
 //! not handle (groups, malformed input) returns `None` and the caller decodes with prost, so
 //! errors and edge cases keep prost's exact behaviour and messages.
-use crate::trace::Call;
+use crate::trace::{Call, ModelCall, Turn};
 
 /// The fields of a `Trace` that grading reads, borrowed from the encoded bytes.
 #[derive(Debug, Default)]
@@ -14,8 +14,8 @@ pub struct TraceParts<'a> {
     pub final_answer: &'a str,
     /// Map entries in wire order; a later duplicate key wins.
     pub metadata: Vec<(&'a str, &'a str)>,
-    pub model_calls: Vec<crate::trace::ModelCall<'a>>,
-    pub turns: Vec<crate::trace::Turn<'a>>,
+    pub model_calls: Vec<ModelCall<'a>>,
+    pub turns: Vec<Turn<'a>>,
 }
 
 struct Reader<'a> {
@@ -117,6 +117,24 @@ impl<'a> Reader<'a> {
         Some(())
     }
 
+    /// A varint field's value (`None` for another wire type).
+    #[inline]
+    fn uint(&mut self, wire: u8) -> Option<u64> {
+        if wire != 0 {
+            return None;
+        }
+        self.varint()
+    }
+
+    /// A length-delimited field's payload (`None` for another wire type).
+    #[inline]
+    fn message(&mut self, wire: u8) -> Option<&'a [u8]> {
+        if wire != 2 {
+            return None;
+        }
+        self.bytes()
+    }
+
     fn done(&self) -> bool {
         self.i >= self.b.len()
     }
@@ -143,12 +161,9 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
                 t.calls.push(decode_call(call, &mut names)?);
             }
             3 => t.final_answer = r.string(wire)?,
-            4 => {
-                if wire != 2 {
-                    return None;
-                }
-                t.metadata.push(decode_entry(r.bytes()?)?);
-            }
+            4 => t.metadata.push(decode_entry(r.message(wire)?)?),
+            5 => t.model_calls.push(decode_model_call(r.message(wire)?)?),
+            6 => t.turns.push(decode_turn(r.message(wire)?)?),
             _ => r.skip(wire)?,
         }
     }
@@ -191,22 +206,61 @@ fn decode_call<'a>(bytes: &'a [u8], names: &mut Names<'a>) -> Option<Call<'a>> {
             1 => c.name = names.get(&mut r, wire)?,
             2 => c.arguments_json = Some(r.string(wire)?),
             3 => c.result = Some(r.string(wire)?),
-            4 | 6 | 7 => {
-                if wire != 0 {
-                    return None;
-                }
-                let v = r.varint()?;
-                if tag == 4 {
-                    c.error = v != 0;
-                }
-            }
+            4 => c.error = r.uint(wire)? != 0,
             5 => {
                 r.string(wire)?;
             }
+            6 => c.start_time_unix_nano = r.uint(wire)?,
+            7 => c.end_time_unix_nano = r.uint(wire)?,
+            // prost reads a uint32 from a varint by truncation, as every protobuf runtime does.
+            8 => c.turn = r.uint(wire)? as u32,
+            9 => c.agent = r.string(wire)?,
+            10 => c.server = r.string(wire)?,
             _ => r.skip(wire)?,
         }
     }
     Some(c)
+}
+
+fn decode_model_call(bytes: &[u8]) -> Option<ModelCall<'_>> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut m = ModelCall::default();
+    while !r.done() {
+        let (tag, wire) = r.key()?;
+        match tag {
+            1 => m.model = r.string(wire)?,
+            2 => m.input_tokens = r.uint(wire)?,
+            3 => m.output_tokens = r.uint(wire)?,
+            4 => {
+                if wire != 1 {
+                    return None;
+                }
+                let b = r.b.get(r.i..r.i + 8)?;
+                m.cost = Some(f64::from_le_bytes(b.try_into().ok()?));
+                r.i += 8;
+            }
+            5 => m.turn = r.uint(wire)? as u32,
+            6 => m.agent = r.string(wire)?,
+            7 => m.start_time_unix_nano = r.uint(wire)?,
+            8 => m.end_time_unix_nano = r.uint(wire)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(m)
+}
+
+fn decode_turn(bytes: &[u8]) -> Option<Turn<'_>> {
+    let mut r = Reader { b: bytes, i: 0 };
+    let mut t = Turn::default();
+    while !r.done() {
+        let (tag, wire) = r.key()?;
+        match tag {
+            1 => t.user_input = r.string(wire)?,
+            2 => t.final_answer = r.string(wire)?,
+            _ => r.skip(wire)?,
+        }
+    }
+    Some(t)
 }
 
 fn decode_entry(bytes: &[u8]) -> Option<(&str, &str)> {
@@ -399,7 +453,7 @@ mod tests {
     use prost::Message;
 
     use super::{decode_trace, varint_len};
-    use crate::proto::v1::{ToolCall, Trace};
+    use crate::proto::v1::{ModelCall, ToolCall, Trace, Turn};
 
     #[test]
     fn varint_len_matches_prost() {
@@ -433,6 +487,54 @@ mod tests {
         let at = bytes.windows(8).rposition(|w| w == "tool_1é".as_bytes()).expect("found");
         bytes[at + 6] = 0xFF;
         assert!(decode_trace(&bytes).is_none() && Trace::decode(&bytes[..]).is_err());
+    }
+
+    #[test]
+    fn v2_fields_decode_as_prost_does() {
+        let t = Trace {
+            calls: vec![ToolCall {
+                name: "issue_refund".to_owned(),
+                turn: 2,
+                agent: "triage/billing".to_owned(),
+                server: "payments-mcp".to_owned(),
+                start_time_unix_nano: 1,
+                end_time_unix_nano: 2_350_000_001,
+                ..ToolCall::default()
+            }],
+            model_calls: vec![
+                ModelCall {
+                    model: "m".to_owned(),
+                    input_tokens: 30_000,
+                    output_tokens: u64::MAX,
+                    cost: Some(-0.0),
+                    turn: 1,
+                    agent: "billing".to_owned(),
+                    start_time_unix_nano: 3,
+                    end_time_unix_nano: 4,
+                },
+                ModelCall::default(),
+            ],
+            turns: vec![
+                Turn { user_input: "hi".to_owned(), final_answer: "done".to_owned() },
+                Turn::default(),
+            ],
+            ..Trace::default()
+        };
+        let bytes = t.encode_to_vec();
+        let p = decode_trace(&bytes).expect("decodes");
+        let view = crate::trace::TraceView::new(&t, &crate::limits::Limits::default());
+        assert_eq!(p.calls.as_slice(), view.calls());
+        assert_eq!(p.model_calls.as_slice(), view.model_calls());
+        assert_eq!(p.model_calls[0].cost.map(f64::to_bits), Some((-0.0f64).to_bits()));
+        assert_eq!(p.turns.as_slice(), view.turns());
+        // A turn above u32 truncates as in prost; a cost with another wire type goes to prost.
+        let wide = b"\x12\x06\x40\x80\x80\x80\x80\x10";
+        let q = Trace::decode(&wide[..]).expect("prost decodes");
+        assert_eq!(decode_trace(wide).expect("decodes").calls[0].turn, q.calls[0].turn);
+        let bad_cost = b"\x2a\x02\x20\x01";
+        assert!(decode_trace(bad_cost).is_none() && Trace::decode(&bad_cost[..]).is_err());
+        let short_cost = b"\x2a\x05\x21\x00\x00\x00\x00";
+        assert!(decode_trace(short_cost).is_none() && Trace::decode(&short_cost[..]).is_err());
     }
 
     #[test]

@@ -11,10 +11,10 @@ use arbitrary::{Arbitrary, Unstructured};
 use prost::Message;
 use trajgrade_core::json::{canonical::to_canonical, parse, Value};
 use trajgrade_core::proto::v1::{
-    assertion, trace_outcome, ArgsMatch, Assertion, AssertionStatus, Efficiency, Expression,
-    GradeResult, Grounding, NoRepeatedCalls, Order, SequenceStep, StepCount, Suite, ToolCall,
-    ToolCallArgs, ToolCalled, ToolCount, ToolList, ToolOverride, ToolSequence, Trace, TraceOutcome,
-    TrajectoryMatch,
+    assertion, trace_outcome, ArgsMatch, Assertion, AssertionStatus, Budget, Duration, Efficiency,
+    Expression, GradeResult, Grounding, ModelCall, NoRepeatedCalls, Order, SequenceStep, StepCount,
+    Suite, ToolCall, ToolCallArgs, ToolCalled, ToolCount, ToolList, ToolOverride, ToolSequence,
+    Trace, TraceOutcome, TrajectoryMatch, Turn,
 };
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
@@ -59,7 +59,10 @@ pub const FIXED_SUITE_JSON: &str = r#"{"name":"fuzz-fixed","assertions":[
  {"grounding":{"values":["42","x"]}},
  {"trajectory_match":{"reference":[{"name":"a","arguments_json":"{\"x\":1}"},{"name":"b"}],"mode":"TRAJECTORY_MODE_UNORDERED","args":"MATCH_MODE_SUBSET"}},
  {"expression":{"expr":"size(calls) < 4 && answer != 'x'"},"name":"expr"},
- {"expression":{"expr":"calls.exists(c, c.name == 'a' && c.args != null)"},"name":"expr2","negate":true}
+ {"expression":{"expr":"calls.exists(c, c.name == 'a' && c.args != null)"},"name":"expr2","negate":true},
+ {"duration":{"glob":"a*","max_call_ms":"2","max_total_ms":"5"}},
+ {"budget":{"max_total_tokens":"1000","max_cost":0.5,"max_model_calls":3}},
+ {"expression":{"expr":"calls.all(c, c.turn <= 2 || c.agent != '' || c.server != '' || c.duration_ms == null) && usage.total_tokens < 5000 && model_calls.all(m, m.cost == null || m.turn > 0)"},"name":"expr_v2"}
 ]}"#;
 
 fn fixed_suite() -> &'static Arc<CompiledSuite> {
@@ -248,22 +251,84 @@ impl JsonText {
     }
 }
 
+const AGENTS: [&str; 4] = ["", "triage", "triage/billing", "billing"];
+
+/// SPEC v2 call and model call fields: turn, agent path and a start and end time (either may
+/// be 0, i.e. not recorded; the end may precede the start).
+#[derive(Arbitrary, Debug)]
+struct V2In {
+    turn: u8,
+    agent: u8,
+    start: u32,
+    millis: Option<u16>,
+}
+
+impl V2In {
+    fn turn(&self) -> u32 {
+        u32::from(self.turn % 4)
+    }
+
+    fn agent(&self) -> String {
+        AGENTS[usize::from(self.agent) % AGENTS.len()].to_owned()
+    }
+
+    /// `(start, end)` in nanoseconds.
+    fn times(&self) -> (u64, u64) {
+        let start = u64::from(self.start);
+        let end = self.millis.map_or(0, |ms| start.saturating_add(u64::from(ms) * 1_000_000));
+        (start, if self.start.is_multiple_of(7) { start / 2 } else { end })
+    }
+}
+
 #[derive(Arbitrary, Debug)]
 struct CallIn {
     name: Name,
     args: Option<JsonText>,
     result: Option<String>,
     error: bool,
+    v2: Option<(V2In, u8)>,
 }
 
 impl CallIn {
     fn get(&self) -> ToolCall {
-        ToolCall {
+        let mut call = ToolCall {
             name: self.name.get(),
             arguments_json: self.args.as_ref().map(JsonText::get),
             result: self.result.clone(),
             error: self.error,
             ..ToolCall::default()
+        };
+        if let Some((v2, server)) = &self.v2 {
+            (call.start_time_unix_nano, call.end_time_unix_nano) = v2.times();
+            call.turn = v2.turn();
+            call.agent = v2.agent();
+            call.server = ["", "orders-mcp", "payments"][usize::from(*server) % 3].to_owned();
+        }
+        call
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct ModelCallIn {
+    input_tokens: u16,
+    output_tokens: u16,
+    huge: bool,
+    cost: Option<f32>,
+    v2: V2In,
+}
+
+impl ModelCallIn {
+    fn get(&self) -> ModelCall {
+        let (start, end) = self.v2.times();
+        ModelCall {
+            model: "m".to_owned(),
+            input_tokens: if self.huge { u64::MAX } else { u64::from(self.input_tokens) },
+            output_tokens: u64::from(self.output_tokens),
+            cost: self.cost.map(f64::from),
+            turn: self.v2.turn(),
+            agent: self.v2.agent(),
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
         }
     }
 }
@@ -359,9 +424,26 @@ enum KindIn {
     Expression {
         expr: ExprIn,
     },
+    Duration {
+        tool: Name,
+        glob: Option<String>,
+        ignore_case: bool,
+        max_call_ms: Option<u8>,
+        max_total_ms: Option<u16>,
+    },
+    Budget {
+        max_input_tokens: Option<u16>,
+        max_output_tokens: Option<u16>,
+        max_total_tokens: Option<u16>,
+        max_cost: Option<f32>,
+        max_model_calls: Option<u8>,
+    },
 }
 
-const EXPRS: [&str; 6] = [
+const EXPRS: [&str; 9] = [
+    "calls.all(c, c.duration_ms == null || c.duration_ms < 10.0)",
+    "usage.total_tokens < 1000 && (usage.cost == null || usage.cost < 1.0)",
+    "model_calls.exists(m, m.agent == 'billing') || calls.exists(c, c.turn == 2 && c.server != '')",
     "size(calls) > 1",
     "calls.exists(c, c.name == 'a')",
     "calls.all(c, c.args != null && c.args.x == 1)",
@@ -461,6 +543,28 @@ impl AssertionIn {
                         .collect(),
                 })
             }
+            KindIn::Duration { tool, glob, ignore_case, max_call_ms, max_total_ms } => {
+                Kind::Duration(Duration {
+                    tool: if glob.is_some() { String::new() } else { tool.get() },
+                    glob: glob.clone().unwrap_or_default(),
+                    ignore_case: *ignore_case,
+                    max_call_ms: max_call_ms.map(u64::from),
+                    max_total_ms: max_total_ms.map(u64::from),
+                })
+            }
+            KindIn::Budget {
+                max_input_tokens,
+                max_output_tokens,
+                max_total_tokens,
+                max_cost,
+                max_model_calls,
+            } => Kind::Budget(Budget {
+                max_input_tokens: max_input_tokens.map(u64::from),
+                max_output_tokens: max_output_tokens.map(u64::from),
+                max_total_tokens: max_total_tokens.map(u64::from),
+                max_cost: max_cost.map(f64::from),
+                max_model_calls: max_model_calls.map(|n| u32::from(n % 8)),
+            }),
             KindIn::Expression { expr } => Kind::Expression(Expression {
                 expr: match expr {
                     ExprIn::Known(i) => EXPRS[usize::from(*i) % EXPRS.len()].to_owned(),
@@ -485,6 +589,8 @@ pub struct GradeInput {
     calls: Vec<CallIn>,
     final_answer: String,
     metadata: Vec<(String, String)>,
+    model_calls: Vec<ModelCallIn>,
+    turns: Vec<(String, String)>,
     assertions: Vec<AssertionIn>,
 }
 
@@ -496,7 +602,13 @@ impl GradeInput {
             calls: self.calls.iter().take(8).map(CallIn::get).collect(),
             final_answer: self.final_answer.clone(),
             metadata: self.metadata.iter().take(3).cloned().collect(),
-            ..Trace::default()
+            model_calls: self.model_calls.iter().take(4).map(ModelCallIn::get).collect(),
+            turns: self
+                .turns
+                .iter()
+                .take(3)
+                .map(|(u, a)| Turn { user_input: u.clone(), final_answer: a.clone() })
+                .collect(),
         };
         let suite = Suite {
             name: "fuzz".to_owned(),
@@ -582,13 +694,20 @@ pub fn json_trace(data: &[u8]) {
             .unwrap_or_else(|e| panic!("the borrowed decoder accepts what serde rejects: {e}"));
         let p = &fast.parts;
         assert_eq!((p.id, p.final_answer), (t.id.as_str(), t.final_answer.as_str()));
-        assert_eq!(p.calls.len(), t.calls.len());
-        for (a, b) in p.calls.iter().zip(&t.calls) {
-            assert_eq!(
-                (a.name, a.arguments_json, a.result, a.error),
-                (b.name.as_str(), b.arguments_json.as_deref(), b.result.as_deref(), b.error)
-            );
-        }
+        let calls: Vec<_> = t.calls.iter().map(trajgrade_core::trace::Call::from_message).collect();
+        assert_eq!(p.calls, calls);
+        let model_calls: Vec<_> =
+            t.model_calls.iter().map(trajgrade_core::trace::ModelCall::from_message).collect();
+        assert_eq!(p.model_calls, model_calls);
+        let costs = |m: &[trajgrade_core::trace::ModelCall<'_>]| -> Vec<Option<u64>> {
+            m.iter().map(|m| m.cost.map(f64::to_bits)).collect()
+        };
+        assert_eq!(costs(&p.model_calls), costs(&model_calls), "costs differ in their bits");
+        let turns: Vec<(&str, &str)> =
+            t.turns.iter().map(|u| (u.user_input.as_str(), u.final_answer.as_str())).collect();
+        let got: Vec<(&str, &str)> =
+            p.turns.iter().map(|u| (u.user_input, u.final_answer)).collect();
+        assert_eq!(got, turns);
         let meta: std::collections::HashMap<&str, &str> = p.metadata.iter().copied().collect();
         let want: std::collections::HashMap<&str, &str> =
             t.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -608,7 +727,8 @@ pub fn json_trace(data: &[u8]) {
 /// and gives the same answer twice; a compiled expression evaluates, on a small fixed trace,
 /// without panicking, within its cost limit, to the same answer and units on every run.
 pub fn expression(data: &[u8]) {
-    use trajgrade_core::expr::{Bindings, ExprCall, ExprModelCall, Expression as Cel};
+    use trajgrade_core::expr::{Bindings, ExprCall, Expression as Cel};
+    use trajgrade_core::trace::ModelCall as BoundModelCall;
     use trajgrade_core::work::Work;
     let source = String::from_utf8_lossy(data);
     let first = Cel::compile(&source, 20_000);
@@ -633,8 +753,23 @@ pub fn expression(data: &[u8]) {
         })
         .collect();
     let model_calls = [
-        ExprModelCall { model: "m", input_tokens: 100, output_tokens: 20, cost: Some(0.5), turn: 1, ..ExprModelCall::default() },
-        ExprModelCall { model: "m", input_tokens: u64::MAX, output_tokens: 1, cost: None, turn: 2, agent: "triage", ..ExprModelCall::default() },
+        BoundModelCall {
+            model: "m",
+            input_tokens: 100,
+            output_tokens: 20,
+            cost: Some(0.5),
+            turn: 1,
+            ..BoundModelCall::default()
+        },
+        BoundModelCall {
+            model: "m",
+            input_tokens: u64::MAX,
+            output_tokens: 1,
+            cost: None,
+            turn: 2,
+            agent: "triage",
+            ..BoundModelCall::default()
+        },
     ];
     let bindings = Bindings {
         calls: &calls,

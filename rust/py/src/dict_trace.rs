@@ -1,8 +1,8 @@
 //! A trace dict (protobuf-JSON mapping) encoded as `Trace` bytes without a Python message.
 //!
 //! Only the plain shapes are taken: known keys (proto or JSON name, each field once), `str`
-//! strings, `bool` error, non-negative `int` times, a `list` of call dicts, a `dict` of `str`
-//! metadata. Anything else (`None`, numeric strings, unknown keys, lone surrogates, subclasses)
+//! strings, `bool` error, non-negative `int` times, tokens and turns, a finite `float` cost,
+//! `list`s of call, model call and turn dicts, a `dict` of `str` metadata. Anything else (`None`, numeric strings, unknown keys, lone surrogates, subclasses)
 //! gives `None`, and the caller takes the Python path, which accepts or names the problem exactly
 //! as before. The bytes equal `Trace.SerializeToString(deterministic=True)`: fields in number
 //! order, defaults left out, `optional` fields written when set, map entries in upb's order.
@@ -10,10 +10,11 @@ use std::ops::Range;
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
 const LEN: u64 = 2;
 const VARINT: u64 = 0;
+const FIXED64: u64 = 1;
 
 fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
@@ -73,12 +74,15 @@ fn encode_into(out: &mut Vec<u8>, trace: &Bound<'_, PyAny>) -> Option<()> {
 fn encode_fields(out: &mut Vec<u8>, trace: &Bound<'_, PyAny>) -> Option<()> {
     let dict = trace.downcast_exact::<PyDict>().ok()?;
     let (mut id, mut calls, mut answer, mut metadata) = (None, None, None, None);
+    let (mut model_calls, mut turns) = (None, None);
     for (key, value) in dict.iter() {
         match text(&key)? {
             "id" => once(&mut id, value)?,
             "calls" => once(&mut calls, value)?,
             "final_answer" | "finalAnswer" => once(&mut answer, value)?,
             "metadata" => once(&mut metadata, value)?,
+            "model_calls" | "modelCalls" => once(&mut model_calls, value)?,
+            "turns" => once(&mut turns, value)?,
             _ => return None,
         }
     }
@@ -99,6 +103,103 @@ fn encode_fields(out: &mut Vec<u8>, trace: &Bound<'_, PyAny>) -> Option<()> {
     if let Some(metadata) = metadata {
         encode_metadata(out, &metadata)?;
     }
+    for (number, list, encode) in [
+        (5, model_calls, encode_model_call as fn(&mut Vec<u8>, &Bound<'_, PyAny>) -> Option<()>),
+        (6, turns, encode_turn),
+    ] {
+        if let Some(list) = list {
+            let mut item_bytes = Vec::with_capacity(64);
+            for item in list.downcast_exact::<PyList>().ok()?.iter() {
+                item_bytes.clear();
+                encode(&mut item_bytes, &item)?;
+                bytes_field(out, number, &item_bytes);
+            }
+        }
+    }
+    Some(())
+}
+
+/// A proto3 integer (left out when zero); `max` bounds it (`u32::MAX` for a uint32).
+fn uint_field(out: &mut Vec<u8>, number: u64, value: &Bound<'_, PyAny>, max: u64) -> Option<()> {
+    let value = uint(value).filter(|&v| v <= max)?;
+    if value != 0 {
+        varint_field(out, number, value);
+    }
+    Some(())
+}
+
+/// The fields of one dict, by number (1-based), each at most once; `None` for an unknown key.
+fn fields<'py, const N: usize>(
+    item: &Bound<'py, PyAny>,
+    number: impl Fn(&str) -> Option<usize>,
+) -> Option<[Option<Bound<'py, PyAny>>; N]> {
+    let dict = item.downcast_exact::<PyDict>().ok()?;
+    let mut fields: [Option<Bound<'py, PyAny>>; N] = std::array::from_fn(|_| None);
+    for (key, value) in dict.iter() {
+        once(fields.get_mut(number(text(&key)?)? - 1)?, value)?;
+    }
+    Some(fields)
+}
+
+/// A `ModelCall` (SPEC §10).
+fn encode_model_call(out: &mut Vec<u8>, item: &Bound<'_, PyAny>) -> Option<()> {
+    let [model, input, output, cost, turn, agent, start, end] = fields::<8>(item, |key| {
+        Some(match key {
+            "model" => 1,
+            "input_tokens" | "inputTokens" => 2,
+            "output_tokens" | "outputTokens" => 3,
+            "cost" => 4,
+            "turn" => 5,
+            "agent" => 6,
+            "start_time_unix_nano" | "startTimeUnixNano" => 7,
+            "end_time_unix_nano" | "endTimeUnixNano" => 8,
+            _ => return None,
+        })
+    })?;
+    if let Some(model) = model {
+        string_field(out, 1, &model)?;
+    }
+    for (number, value) in [(2, input), (3, output)] {
+        if let Some(value) = value {
+            uint_field(out, number, &value, u64::MAX)?;
+        }
+    }
+    if let Some(cost) = cost {
+        // `optional double`: written whenever set. Ints, `None` and non-finite values are
+        // left to the Python path.
+        let cost = cost.downcast_exact::<PyFloat>().ok()?.value();
+        if !cost.is_finite() {
+            return None;
+        }
+        varint(out, 4 << 3 | FIXED64);
+        out.extend_from_slice(&cost.to_le_bytes());
+    }
+    if let Some(turn) = turn {
+        uint_field(out, 5, &turn, u32::MAX.into())?;
+    }
+    if let Some(agent) = agent {
+        string_field(out, 6, &agent)?;
+    }
+    for (number, value) in [(7, start), (8, end)] {
+        if let Some(value) = value {
+            uint_field(out, number, &value, u64::MAX)?;
+        }
+    }
+    Some(())
+}
+
+/// A `Turn` (SPEC §10).
+fn encode_turn(out: &mut Vec<u8>, item: &Bound<'_, PyAny>) -> Option<()> {
+    let [user_input, answer] = fields::<2>(item, |key| match key {
+        "user_input" | "userInput" => Some(1),
+        "final_answer" | "finalAnswer" => Some(2),
+        _ => None,
+    })?;
+    for (number, value) in [(1, user_input), (2, answer)] {
+        if let Some(value) = value {
+            string_field(out, number, &value)?;
+        }
+    }
     Some(())
 }
 
@@ -112,10 +213,8 @@ fn string_field(out: &mut Vec<u8>, number: u64, value: &Bound<'_, PyAny>) -> Opt
 }
 
 fn encode_call(out: &mut Vec<u8>, call: &Bound<'_, PyAny>) -> Option<()> {
-    let dict = call.downcast_exact::<PyDict>().ok()?;
-    let mut fields: [Option<Bound<'_, PyAny>>; 7] = Default::default();
-    for (key, value) in dict.iter() {
-        let number = match text(&key)? {
+    let fields = fields::<10>(call, |key| {
+        Some(match key {
             "name" => 1,
             "arguments_json" | "argumentsJson" => 2,
             "result" => 3,
@@ -123,11 +222,13 @@ fn encode_call(out: &mut Vec<u8>, call: &Bound<'_, PyAny>) -> Option<()> {
             "id" => 5,
             "start_time_unix_nano" | "startTimeUnixNano" => 6,
             "end_time_unix_nano" | "endTimeUnixNano" => 7,
+            "turn" => 8,
+            "agent" => 9,
+            "server" => 10,
             _ => return None,
-        };
-        once(&mut fields[number - 1], value)?;
-    }
-    let [name, arguments, result, error, id, start, end] = &fields;
+        })
+    })?;
+    let [name, arguments, result, error, id, start, end, turn, agent, server] = &fields;
     if let Some(name) = name {
         string_field(out, 1, name)?;
     }
@@ -147,10 +248,15 @@ fn encode_call(out: &mut Vec<u8>, call: &Bound<'_, PyAny>) -> Option<()> {
     }
     for (number, value) in [(6, start), (7, end)] {
         if let Some(value) = value {
-            let nanos = uint(value)?;
-            if nanos != 0 {
-                varint_field(out, number, nanos);
-            }
+            uint_field(out, number, value, u64::MAX)?;
+        }
+    }
+    if let Some(turn) = turn {
+        uint_field(out, 8, turn, u32::MAX.into())?;
+    }
+    for (number, value) in [(9, agent), (10, server)] {
+        if let Some(value) = value {
+            string_field(out, number, value)?;
         }
     }
     Some(())

@@ -48,12 +48,15 @@ impl Check for ExpressionCheck {
                 result: c.result.unwrap_or(""),
                 error: c.error,
                 position: (i + 1) as u32,
-                ..ExprCall::default()
+                duration_ns: c.duration_ns(),
+                turn: c.turn,
+                agent: c.agent,
+                server: c.server,
             })
             .collect();
         let bindings = Bindings {
             calls: &calls,
-            model_calls: &[],
+            model_calls: t.model_calls(),
             answer: t.final_answer(),
             metadata: t.metadata(),
             max_json_depth: t.max_depth(),
@@ -76,7 +79,69 @@ impl Check for ExpressionCheck {
 
 #[cfg(test)]
 mod tests {
-    use crate::assertions::testing::{rejected_field, run};
+    use crate::assertions::testing::{rejected_field, run, run_trace};
+    use crate::proto::v1::{ModelCall, ToolCall, Trace};
+
+    /// Every §14 variable a suite binds from the trace's v2 fields.
+    #[test]
+    fn v2_variables_are_bound_from_the_trace() {
+        let trace = Trace {
+            calls: vec![
+                ToolCall {
+                    name: "get_order".to_owned(),
+                    result: Some(r#"{"charged_times": 2}"#.to_owned()),
+                    start_time_unix_nano: 1_000_000_000,
+                    end_time_unix_nano: 3_350_000_000,
+                    turn: 2,
+                    agent: "triage/billing".to_owned(),
+                    server: "orders-mcp".to_owned(),
+                    ..ToolCall::default()
+                },
+                // Timing not recorded (end before start), turn 0 read as 1.
+                ToolCall {
+                    name: "log".to_owned(),
+                    start_time_unix_nano: 5,
+                    end_time_unix_nano: 4,
+                    ..ToolCall::default()
+                },
+            ],
+            model_calls: vec![
+                ModelCall {
+                    model: "big".to_owned(),
+                    input_tokens: 30_000,
+                    output_tokens: 1_000,
+                    cost: Some(0.5),
+                    turn: 1,
+                    agent: "triage".to_owned(),
+                    ..ModelCall::default()
+                },
+                ModelCall { input_tokens: 12_000, cost: Some(0.25), ..ModelCall::default() },
+            ],
+            ..Trace::default()
+        };
+        let e = |x: &str| format!(r#"{{"expression":{{"expr":{x:?}}}}}"#);
+        for src in [
+            "calls[0].duration_ms == 2350.0 && calls[1].duration_ms == null",
+            "calls[0].turn == 2 && calls[1].turn == 1",
+            "calls[0].agent == 'triage/billing' && calls[1].agent == ''",
+            "calls[0].server == 'orders-mcp' && calls[1].server == ''",
+            "calls[0].result_json.charged_times == 2 && calls[1].result_json == null",
+            "model_calls.size() == 2 && model_calls[0].model == 'big' && model_calls[1].turn == 1",
+            "model_calls[0].agent == 'triage' && model_calls[1].cost == 0.25",
+            "usage.total_tokens == 43000 && usage.input_tokens == 42000 && usage.cost == 0.75",
+        ] {
+            assert_eq!(run_trace(&e(src), &trace).reason_code, "", "{src}");
+        }
+        // Each variable really reads the trace: a wrong expectation fails.
+        for src in [
+            "calls[0].duration_ms == 2351.0",
+            "calls[0].turn == 1",
+            "calls[0].server == ''",
+            "usage.total_tokens == 0",
+        ] {
+            assert_eq!(run_trace(&e(src), &trace).reason_code, "EXPRESSION_FALSE", "{src}");
+        }
+    }
 
     #[test]
     fn outcomes() {

@@ -9,8 +9,9 @@ use cel::common::types::{
 };
 use cel::common::value::Val;
 
-use super::{ExprCall, ExprModelCall};
+use super::ExprCall;
 use crate::json::{parse, Value};
+use crate::trace::ModelCall;
 
 type Boxed<'v> = Box<dyn Val + 'v>;
 
@@ -126,7 +127,7 @@ pub fn calls<'v>(calls: &'v [ExprCall<'v>], results: &'v [Option<Value>]) -> Box
 }
 
 /// `model_calls`.
-pub fn model_calls<'v>(model_calls: &'v [ExprModelCall<'v>]) -> Boxed<'v> {
+pub fn model_calls<'v>(model_calls: &'v [ModelCall<'v>]) -> Boxed<'v> {
     let items: Vec<Boxed<'v>> = model_calls
         .iter()
         .map(|m| {
@@ -147,7 +148,7 @@ pub fn model_calls<'v>(model_calls: &'v [ExprModelCall<'v>]) -> Boxed<'v> {
 
 /// `usage`: the model calls' token sums (never overflowing) and their total cost, `null`
 /// unless every model call recorded one.
-pub fn usage<'v>(model_calls: &[ExprModelCall<'_>]) -> Boxed<'v> {
+pub fn usage<'v>(model_calls: &[ModelCall<'_>]) -> Boxed<'v> {
     let input: u128 = model_calls.iter().map(|m| u128::from(m.input_tokens)).sum();
     let output: u128 = model_calls.iter().map(|m| u128::from(m.output_tokens)).sum();
     let cost: Option<f64> = model_calls.iter().map(|m| m.cost).sum();
