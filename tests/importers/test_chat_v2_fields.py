@@ -9,7 +9,6 @@ from typing import Any
 
 import fake_openai
 import trajgrade
-from core_support import needs_v2_trace_fields
 from openai import OpenAI
 from trajgrade import importers
 from trajgrade.importers import ImportReport, anthropic, openai
@@ -73,7 +72,6 @@ def test_openai_sdk_conversation_gives_turns_and_model_calls(tmp_path: Path) -> 
     assert report.model_calls == 4
 
 
-@needs_v2_trace_fields
 def test_openai_sdk_conversation_grades_a_token_ceiling(tmp_path: Path) -> None:
     # Graded through an expression over the imported usage (SPEC §14).
     path = tmp_path / "run.jsonl"

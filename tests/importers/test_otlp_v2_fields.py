@@ -12,7 +12,6 @@ from pathlib import Path
 import fake_openai
 import pytest
 import trajgrade
-from core_support import needs_v2_trace_fields
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from test_import_otlp import _kv, _read, _span, _write
 from trajgrade.importers import ImportReport
@@ -83,7 +82,6 @@ def test_concierge_run_fills_turns_agents_servers_and_model_calls(
     assert "4 tool call(s) and 6 model call(s)" in report.summary()
 
 
-@needs_v2_trace_fields
 def test_concierge_run_grades_with_expressions_over_the_new_fields(
     concierge: tuple[Path, Path],
 ) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from core_support import needs_budget
 from trajgrade import compile_suite, importers
 from trajgrade.suite_formats import promptfoo
 from trajgrade.v1 import result_pb2, suite_pb2
@@ -57,7 +56,6 @@ def _ceiling(limit: int) -> suite_pb2.Suite:
     return promptfoo.convert([{"type": "javascript", "value": value}]).suite
 
 
-@needs_budget
 def test_the_articles_ceiling_grades_as_a_budget(article_spans: Path) -> None:
     [trace] = importers.read(article_spans)
     used = _what_the_javascript_sums(article_spans)
