@@ -47,7 +47,7 @@ impl Check for ExpressionCheck {
                 },
                 result: c.result.unwrap_or(""),
                 error: c.error,
-                position: (i + 1) as u32,
+                position: t.pos(i),
                 ..ExprCall::default()
             })
             .collect();

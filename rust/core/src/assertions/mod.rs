@@ -240,11 +240,6 @@ fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
     }
 }
 
-/// Positions as the wire wants them: 1-based from a 0-based index.
-pub(crate) fn pos(i: usize) -> u32 {
-    (i + 1) as u32
-}
-
 /// Lists positions for a reason: `1, 3 and 4`.
 pub(crate) fn list_positions(p: &[u32]) -> String {
     match p {

@@ -2,7 +2,7 @@
 //! subset or unordered) with per-tool argument overrides (§9.14-9.15).
 use std::collections::HashMap;
 
-use super::{list_positions, pos, Check, Outcome};
+use super::{list_positions, Check, Outcome};
 use crate::args::{compile_paths, parse_field, ArgsMatcher, Comparison};
 use crate::error::Reason;
 use crate::json::compare::Mode;
@@ -157,19 +157,21 @@ impl Trajectory {
     fn strict(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.reference.len();
         let mut meter = Meter::new(t.work());
-        let mut unmatched = Vec::new();
+        // Indices of this view's calls whose pair differs, then those beyond the reference.
+        let mut differing = Vec::new();
         for i in 0..n.min(t.len()) {
             if meter.tick(1).is_none() {
                 return stopped();
             }
             if !self.reference[i].matches(t, i) {
-                unmatched.push(pos(i));
+                differing.push(i);
             }
         }
-        unmatched.extend((n..t.len()).map(pos));
-        if unmatched.is_empty() && t.len() == n {
-            return Outcome::pass((0..n).map(pos).collect());
+        if differing.is_empty() && t.len() == n {
+            return Outcome::pass((0..n).map(|i| t.pos(i)).collect());
         }
+        let unmatched: Vec<u32> =
+            differing.iter().copied().chain(n..t.len()).map(|i| t.pos(i)).collect();
         let mut why = Vec::new();
         if t.len() != n {
             why.push(format!("the trace has {} calls, the reference {n}", t.len()));
@@ -177,7 +179,7 @@ impl Trajectory {
         if !unmatched.is_empty() {
             why.push(format!("calls {} do not match the reference", list_positions(&unmatched)));
             // The first pair that differs only in its arguments, pointed at.
-            let first = unmatched.iter().map(|&p| p as usize - 1).find(|&i| i < n);
+            let first = differing.first().copied();
             if let Some(c) = first.and_then(|i| self.reference[i].closest(t, i..i + 1)) {
                 why.push(format!("reference call {}: {c}", first.unwrap_or_default() + 1));
             }
@@ -203,20 +205,21 @@ impl Trajectory {
             next = i + 1;
         }
         let Some(k) = missing else {
-            return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
+            return Outcome::pass(used.iter().map(|&i| t.pos(i)).collect());
         };
         let mut taken = vec![false; t.len()];
         for &i in &used {
             taken[i] = true;
         }
-        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
+        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(|i| t.pos(i)).collect();
         Outcome::fail(
             Reason::TrajectoryMismatch,
             format!(
-                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {next}{}",
+                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {}{}",
                 self.reference.len(),
                 k + 1,
                 self.reference[k].name,
+                next.checked_sub(1).map_or(0, |i| t.pos(i)),
                 self.reference[k].closest(t, next..t.len()).map_or_else(String::new, |c| format!("; {c}"))
             ),
             unmatched,
@@ -237,13 +240,13 @@ impl Trajectory {
         let refs_ok = !need_refs || size == self.reference.len();
         let calls_ok = !need_calls || size == t.len();
         if refs_ok && calls_ok {
-            return Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect());
+            return Outcome::pass(assigned.iter().flatten().map(|&i| t.pos(i)).collect());
         }
         let mut taken = vec![false; t.len()];
         for &i in assigned.iter().flatten() {
             taken[i] = true;
         }
-        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
+        let unmatched: Vec<usize> = (0..t.len()).filter(|&i| !taken[i]).collect();
         let mut why = Vec::new();
         if !refs_ok {
             let missing: Vec<String> = assigned
@@ -263,7 +266,7 @@ impl Trajectory {
         if !calls_ok {
             let extra: Vec<String> = unmatched
                 .iter()
-                .map(|&p| format!("{} (call {p})", t.calls()[p as usize - 1].name))
+                .map(|&i| format!("{} (call {})", t.calls()[i].name, t.pos(i)))
                 .collect();
             why.push(format!("no distinct reference call matches {}", extra.join(", ")));
         }
@@ -272,7 +275,11 @@ impl Trajectory {
             TrajectoryMode::Subset => "SUBSET",
             _ => "UNORDERED",
         };
-        Outcome::fail(Reason::TrajectoryMismatch, format!("{mode}: {}", why.join("; ")), unmatched)
+        Outcome::fail(
+            Reason::TrajectoryMismatch,
+            format!("{mode}: {}", why.join("; ")),
+            unmatched.iter().map(|&i| t.pos(i)).collect(),
+        )
     }
 }
 
