@@ -11,7 +11,7 @@ use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
 
 /// A compiled `ArgsMatch`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ArgsMatcher {
     Compare(Comparison),
     Regex {
@@ -23,7 +23,7 @@ pub enum ArgsMatcher {
 }
 
 /// EXACT / SUBSET / PARTIAL against a prepared expected value.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Comparison {
     mode: Mode,
     /// Expected, with defaults (EXACT) and ignore paths already applied.

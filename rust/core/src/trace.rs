@@ -196,6 +196,15 @@ impl<'a> TraceView<'a> {
         matches!(self.backing, Backing::Scoped { .. })
     }
 
+    /// What reasons call the calls graded: "the trace", or "the scope" (§11).
+    pub fn noun(&self) -> &'static str {
+        if self.is_scoped() {
+            "the scope"
+        } else {
+            "the trace"
+        }
+    }
+
     /// This view, stopping at its next `work().spend` once `flag` is cancelled.
     #[must_use]
     pub fn with_cancel(mut self, flag: CancelFlag) -> Self {

@@ -1,7 +1,7 @@
 //! `expression`: a CEL expression over `calls`, `answer` and `metadata` evaluates to true (§9.23).
 use super::{Check, Outcome};
 use crate::error::Reason;
-use crate::expr::{Bindings, ExprCall, Expression};
+use crate::expr::{Bindings, ExprCall, ExprModelCall, Expression};
 use crate::proto::v1::Expression as ExpressionMsg;
 use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
@@ -51,9 +51,24 @@ impl Check for ExpressionCheck {
                 ..ExprCall::default()
             })
             .collect();
+        // The (scoped) model calls, so `model_calls` and `usage` see what is in scope (§14).
+        let model_calls: Vec<ExprModelCall<'_>> = t
+            .model_calls()
+            .iter()
+            .map(|m| ExprModelCall {
+                model: m.model,
+                input_tokens: m.input_tokens,
+                output_tokens: m.output_tokens,
+                cost: m.cost,
+                turn: m.turn,
+                agent: m.agent,
+                start_time_unix_nano: m.start_time_unix_nano,
+                end_time_unix_nano: m.end_time_unix_nano,
+            })
+            .collect();
         let bindings = Bindings {
             calls: &calls,
-            model_calls: &[],
+            model_calls: &model_calls,
             answer: t.final_answer(),
             metadata: t.metadata(),
             max_json_depth: t.max_depth(),

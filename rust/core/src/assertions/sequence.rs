@@ -132,7 +132,7 @@ impl Sequence {
             }
             let Some(i) = found else {
                 let after = if next == 0 {
-                    String::from("in the trace")
+                    format!("in {}", t.noun())
                 } else {
                     format!("after call {}", t.pos(next - 1))
                 };
@@ -191,7 +191,8 @@ impl Sequence {
             return Outcome::fail(
                 Reason::SequenceIncomplete,
                 format!(
-                    "matched {common} of {n} steps; the trace ended before step {} {}",
+                    "matched {common} of {n} steps; {} ended before step {} {}",
+                    t.noun(),
                     common + 1,
                     self.steps[common].shown
                 ),
@@ -202,7 +203,8 @@ impl Sequence {
             return Outcome::fail(
                 Reason::SequenceMismatch,
                 format!(
-                    "all {n} steps matched, but the trace has {} extra call(s) from call {}",
+                    "all {n} steps matched, but {} has {} extra call(s) from call {}",
+                    t.noun(),
                     t.len() - n,
                     t.pos(n)
                 ),

@@ -26,7 +26,7 @@ impl Check for ToolCalled {
             Some(i) => Outcome::pass(vec![t.pos(i)]),
             None => Outcome::fail(
                 Reason::ToolNotCalled,
-                format!("{} was never called ({} calls in the trace)", self.tool, t.len()),
+                format!("{} was never called ({} calls in {})", self.tool, t.len(), t.noun()),
                 vec![],
             ),
         }
