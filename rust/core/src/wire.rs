@@ -149,6 +149,8 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
                 }
                 t.metadata.push(decode_entry(r.bytes()?)?);
             }
+            // SPEC v2 model_calls, turns: prost reads them (until this decoder does).
+            5 | 6 => return None,
             _ => r.skip(wire)?,
         }
     }
@@ -203,6 +205,8 @@ fn decode_call<'a>(bytes: &'a [u8], names: &mut Names<'a>) -> Option<Call<'a>> {
             5 => {
                 r.string(wire)?;
             }
+            // SPEC v2 turn, agent, server: prost reads them (until this decoder does).
+            8..=10 => return None,
             _ => r.skip(wire)?,
         }
     }
