@@ -94,7 +94,7 @@ enum Backing<'a> {
 }
 
 /// What a scope keeps of a view (see [`TraceView::scope`]).
-pub struct ScopedParts<'v> {
+pub(crate) struct ScopedParts<'v> {
     pub calls: Cow<'v, [Call<'v>]>,
     /// Each call's 0-based index in the whole trace ([`TraceView::trace_index`]).
     pub origin: Cow<'v, [u32]>,
@@ -140,7 +140,7 @@ impl<'a> TraceView<'a> {
 
     /// A view of some of this view's calls (§11): `parts.calls[j]` must be the trace's call at
     /// index `parts.origin[j]`. Id, metadata, turns, caches and work meter stay this view's.
-    pub fn scope<'v>(&'v self, parts: ScopedParts<'v>) -> TraceView<'v> {
+    pub(crate) fn scope<'v>(&'v self, parts: ScopedParts<'v>) -> TraceView<'v> {
         debug_assert_eq!(parts.calls.len(), parts.origin.len());
         TraceView {
             id: self.id,
