@@ -38,7 +38,6 @@ def test_example_4_budget_over_total_tokens() -> None:
     assert (result.score, graded.mean_score) == (0.0, 0.0)
 
 
-@pytest.mark.skip(reason="needs scope")
 def test_example_4_budget_scoped_to_billing() -> None:
     assertion = {"budget": {"max_total_tokens": 40000}, "scope": {"agent": "billing"}}
     (result,) = _grade(assertion, EXAMPLE_4_TRACE).results

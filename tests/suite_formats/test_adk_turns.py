@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-from core_support import needs_per_turn
 from trajgrade import compile_suite
 from trajgrade.suite_formats import adk
 from trajgrade.v1 import assertion_pb2, result_pb2, trace_pb2
@@ -111,7 +110,6 @@ ON = ("set_device_info", {"location": "Bedroom", "on": True}, 1)
 ASK = ("get_device_info", {"location": "Bedroom"}, 2)
 
 
-@needs_per_turn
 @pytest.mark.parametrize(
     ("calls", "passed", "score", "reason_start"),
     [
@@ -138,7 +136,6 @@ def test_per_turn_grading_gives_adks_average(
     assert result.mean_score == score
 
 
-@needs_per_turn
 def test_a_run_that_stops_after_turn_1_is_graded_on_turn_1_only() -> None:
     # Divergence 2 (docs/suite-formats.md): turns after the run's last are not evaluated.
     trace = _run(ON)

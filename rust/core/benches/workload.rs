@@ -2,7 +2,9 @@
 //! with ~200-byte nested arguments, and the 5-assertion suite (`tool_count` glob, SUBSET and
 //! nested PARTIAL `tool_call_args`, a 3-step `IN_ORDER` `tool_sequence`, `step_count`). Seeded.
 #![allow(dead_code)]
-use trajgrade_core::proto::v1::{Suite, ToolCall, Trace};
+use trajgrade_core::proto::v1::{
+    assertion, Assertion, Scope, Suite, ToolCall, Trace, TrajectoryMatch, TrajectoryMode,
+};
 
 pub const SUITE_JSON: &str = r#"{"name":"bench","assertions":[
  {"tool_count":{"glob":"get_*","min":1,"max":20}},
@@ -74,4 +76,34 @@ pub fn traces(n: usize, seed: u64) -> Vec<Trace> {
             }
         })
         .collect()
+}
+
+/// Spreads a trace's calls evenly over turns 1..=`turns`, in order.
+pub fn spread_over_turns(t: &mut Trace, turns: usize) {
+    let per_turn = t.calls.len().div_ceil(turns).max(1);
+    for (i, c) in t.calls.iter_mut().enumerate() {
+        c.turn = u32::try_from(i / per_turn + 1).expect("few turns");
+    }
+}
+
+/// One SUPERSET `trajectory_match` of 10 name-only reference calls, two per turn over turns
+/// 1-5; with `per_turn`, graded per turn (SPEC §11).
+pub fn trajectory_suite(per_turn: bool) -> Suite {
+    let reference = (0..10)
+        .map(|j| ToolCall {
+            name: TOOLS[j % TOOLS.len()].to_owned(),
+            turn: u32::try_from(j / 2 + 1).expect("few turns"),
+            ..ToolCall::default()
+        })
+        .collect();
+    let kind = assertion::Kind::TrajectoryMatch(TrajectoryMatch {
+        reference,
+        mode: TrajectoryMode::Superset as i32,
+        ..TrajectoryMatch::default()
+    });
+    let scope = per_turn.then(|| Scope { per_turn: true, ..Scope::default() });
+    Suite {
+        name: "bench-trajectory".to_owned(),
+        assertions: vec![Assertion { kind: Some(kind), scope, ..Assertion::default() }],
+    }
 }

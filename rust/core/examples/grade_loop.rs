@@ -3,7 +3,9 @@
 //! `valgrind --tool=callgrind target/release/examples/grade_loop 200` (default 20 000 traces),
 //! `grade_loop N floor` for the prost decode-only floor, `grade_loop N threads T` for a pool of T,
 //! `grade_loop N json` for native JSONL lines to regrade rows, `grade_loop N jsondecode` for the
-//! JSON line decoder alone.
+//! JSON line decoder alone, `grade_loop N trajectory` for one v1 `trajectory_match` and
+//! `grade_loop N per_turn` for the same assertion `per_turn` over 5 turns (calls and reference
+//! spread over turns 1-5; the same traces in both).
 #[path = "../benches/workload.rs"]
 mod workload;
 
@@ -21,8 +23,16 @@ fn main() {
     } else {
         1
     };
-    let traces: Vec<Vec<u8>> =
-        workload::traces(n, 1234).iter().map(Message::encode_to_vec).collect();
+    let turns = matches!(mode.as_deref(), Some("trajectory" | "per_turn"));
+    let traces: Vec<Vec<u8>> = workload::traces(n, 1234)
+        .into_iter()
+        .map(|mut t| {
+            if turns {
+                workload::spread_over_turns(&mut t, 5);
+            }
+            t.encode_to_vec()
+        })
+        .collect();
     let refs: Vec<&[u8]> = traces.iter().map(Vec::as_slice).collect();
     let lines: Vec<Vec<u8>> = if mode.as_deref().is_some_and(|m| m.starts_with("json")) {
         workload::traces(n, 1234).iter().map(|t| serde_json::to_vec(t).expect("json")).collect()
@@ -41,6 +51,11 @@ fn main() {
             .iter()
             .filter(|l| trajgrade_core::json_trace::decode(l, &mut buf).is_some())
             .count()
+    } else if turns {
+        let grader = Grader::new(Limits::default(), threads);
+        let suite = workload::trajectory_suite(mode.as_deref() == Some("per_turn"));
+        let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
+        grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
     } else if floor {
         refs.iter().filter(|t| Trace::decode(**t).is_ok()).count()
     } else {

@@ -11,7 +11,7 @@ use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
 
 /// A compiled `ArgsMatch`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ArgsMatcher {
     Compare(Comparison),
     Regex {
@@ -23,7 +23,7 @@ pub enum ArgsMatcher {
 }
 
 /// EXACT / SUBSET / PARTIAL against a prepared expected value.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Comparison {
     mode: Mode,
     /// Expected, with defaults (EXACT) and ignore paths already applied.
@@ -269,7 +269,7 @@ impl ArgsMatcher {
             return None;
         }
         let i = self.closest_index(t, candidates)?;
-        Some(format!("closest is {}", describe(&self.check_failing(t, i), i + 1)))
+        Some(format!("closest is {}", describe(&self.check_failing(t, i), t.pos(i))))
     }
 
     /// True when call `i` matches (no reason built).
@@ -421,7 +421,7 @@ pub fn compile_paths(paths: &[String], field: &str, c: &mut Compiler<'_>) -> Vec
 
 /// Names call `position` (1-based) and says why it did not match, for a reason sentence:
 /// `call 4: $.amount_cents expected 5000, got 500`.
-pub fn describe(m: &CallMatch<'_>, position: usize) -> String {
+pub fn describe(m: &CallMatch<'_>, position: u32) -> String {
     let mut s = format!("call {position}");
     let _ = match m {
         CallMatch::Match => write!(s, ", which matches"),

@@ -1,8 +1,10 @@
-//! Grading one trace: negation, severity, names, verdict, score and soft failures (§4, §9.24-25).
-use crate::assertions::{Check, Kind};
+//! Grading one trace: scope and per-turn grading, negation, severity, names, verdict, score and
+//! soft failures (§4, §9.24-25, §11, §13).
+use crate::assertions::{Check, Kind, Outcome};
 use crate::error::Reason;
 use crate::limits::Limits;
 use crate::proto::v1::{AssertionResult, AssertionStatus, GradeResult, Severity, Trace, Verdict};
+use crate::scope::{Scope, TurnStep};
 use crate::suite::CompiledSuite;
 use crate::trace::TraceView;
 use crate::work::Stop;
@@ -14,6 +16,8 @@ pub struct CompiledAssertion {
     pub severity: Severity,
     pub negate: bool,
     pub kind: Kind,
+    /// Which calls the kind sees (§11); `None` = the whole trace.
+    pub scope: Option<Scope>,
     /// Weight in `mean_score` (§12; 1.0 when absent).
     pub weight: f64,
     /// Reported, counted in no summary figure (§12).
@@ -34,9 +38,31 @@ pub struct Ran {
 }
 
 impl CompiledAssertion {
-    /// Runs the kind and applies negation.
+    /// Runs the kind on the assertion's scope and applies negation.
     pub fn evaluate(&self, t: &TraceView<'_>) -> Ran {
-        let base = self.kind.check(t);
+        match &self.scope {
+            None => self.negated(self.kind.check(t)),
+            Some(scope) if scope.per_turn() => self.per_turn(scope, t),
+            Some(scope) => self.negated(self.kind.check(&scope.view(t))),
+        }
+    }
+
+    /// Grades each turn on its own (§11). Negation is part of the assertion, so it applies to
+    /// each turn's result: a negated `per_turn` assertion passes iff the base assertion fails
+    /// on every turn graded.
+    fn per_turn(&self, scope: &Scope, t: &TraceView<'_>) -> Ran {
+        let mut turns = PerTurn::default();
+        scope.turns(t, self.kind.reference_turns()).for_each(|TurnStep { first, count, view }| {
+            if let Some(base) = self.kind.check_turn(&view, first) {
+                turns.add(first, count, self.negated(base));
+            }
+            view.work().stopped().is_none()
+        });
+        turns.finish()
+    }
+
+    /// Applies negation to the kind's result.
+    fn negated(&self, base: Outcome) -> Ran {
         let base_score = base.score();
         let (pass, reason, message) = if !self.negate {
             (base.pass, base.reason, base.message)
@@ -87,6 +113,62 @@ impl CompiledAssertion {
             reason: ran.reason,
             positions: ran.positions,
             score: ran.score,
+        }
+    }
+}
+
+/// The results of a `per_turn` assertion's turns, folded in turn order (§11).
+#[derive(Default)]
+struct PerTurn {
+    /// Turns graded (skipped ones not counted).
+    graded: u64,
+    score_sum: f64,
+    /// The first failing turn and its result.
+    first_failure: Option<(u32, Ran)>,
+    /// Every passing turn's positions, in turn order.
+    positions: Vec<u32>,
+}
+
+impl PerTurn {
+    /// Adds the result of `count` alike turns from turn `first`.
+    fn add(&mut self, first: u32, count: u64, ran: Ran) {
+        self.graded += count;
+        #[allow(clippy::cast_precision_loss)] // Exact: turns number at most 2^32.
+        let count_f = count as f64;
+        self.score_sum += ran.score * count_f;
+        if !ran.pass && self.first_failure.is_none() {
+            self.first_failure = Some((first, ran));
+        } else if ran.pass {
+            // Alike turns have no calls, hence no positions, beyond a single turn.
+            debug_assert!(count == 1 || ran.positions.is_empty());
+            self.positions.extend(ran.positions);
+        }
+    }
+
+    /// Passes iff every graded turn passes (and when every turn was skipped, with score 1.0);
+    /// the score is the mean of the turns' scores.
+    fn finish(self) -> Ran {
+        #[allow(clippy::cast_precision_loss)]
+        let score = if self.graded == 0 {
+            1.0
+        } else {
+            crate::score::round4(self.score_sum / self.graded as f64)
+        };
+        match self.first_failure {
+            None => Ran {
+                pass: true,
+                reason_code: "",
+                reason: String::new(),
+                positions: self.positions,
+                score,
+            },
+            Some((turn, ran)) => Ran {
+                pass: false,
+                reason_code: ran.reason_code,
+                reason: format!("turn {turn}: {}", ran.reason),
+                positions: ran.positions,
+                score,
+            },
         }
     }
 }

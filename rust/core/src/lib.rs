@@ -26,6 +26,7 @@ pub mod jsonl_block;
 pub mod limits;
 pub mod matching;
 pub mod rows;
+pub mod scope;
 pub mod score;
 pub mod suite;
 pub mod trace;

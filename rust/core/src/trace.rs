@@ -1,4 +1,6 @@
-//! The decoded trace being graded: limit checks, and each call's arguments parsed at most once.
+//! The decoded trace being graded: limit checks, each call's arguments parsed at most once, and
+//! scoped views of some of its calls (§11).
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use crate::error::CoreError;
@@ -66,17 +68,38 @@ pub struct Turn<'a> {
 }
 
 /// A trace plus lazily filled per-call caches; lives for one grading on one thread.
+///
+/// A view is either the whole trace or a scope of it (§11): some of its calls, in order, each
+/// keeping its position in the trace. A scoped view shares the whole trace's caches (an
+/// argument parsed for one scope is parsed for every other) and its work meter (no scope
+/// resets the budget).
 pub struct TraceView<'a> {
     id: &'a str,
-    calls: Vec<Call<'a>>,
+    calls: Cow<'a, [Call<'a>]>,
     final_answer: &'a str,
     /// Map entries; a later duplicate key wins.
-    metadata: Vec<(&'a str, &'a str)>,
-    model_calls: Vec<ModelCall<'a>>,
-    turns: Vec<Turn<'a>>,
-    cache: Vec<CallCache>,
+    metadata: Cow<'a, [(&'a str, &'a str)]>,
+    model_calls: Cow<'a, [ModelCall<'a>]>,
+    turns: Cow<'a, [Turn<'a>]>,
+    backing: Backing<'a>,
     max_depth: usize,
-    work: Work,
+}
+
+/// Where a view's per-call caches and work meter live.
+enum Backing<'a> {
+    /// The whole trace: one cache per call, and the grading's meter.
+    Whole { cache: Vec<CallCache>, work: Work },
+    /// A scope: the whole trace's caches and meter, and each call's 0-based index in the trace.
+    Scoped { cache: &'a [CallCache], work: &'a Work, origin: Cow<'a, [u32]> },
+}
+
+/// What a scope keeps of a view (see [`TraceView::scope`]).
+pub(crate) struct ScopedParts<'v> {
+    pub calls: Cow<'v, [Call<'v>]>,
+    /// Each call's 0-based index in the whole trace ([`TraceView::trace_index`]).
+    pub origin: Cow<'v, [u32]>,
+    pub model_calls: Cow<'v, [ModelCall<'v>]>,
+    pub final_answer: &'v str,
 }
 
 impl<'a> TraceView<'a> {
@@ -105,34 +128,109 @@ impl<'a> TraceView<'a> {
         cache.resize_with(parts.calls.len(), CallCache::default);
         TraceView {
             id: parts.id,
+            calls: Cow::Owned(parts.calls),
+            final_answer: parts.final_answer,
+            metadata: Cow::Owned(parts.metadata),
+            model_calls: Cow::Owned(parts.model_calls),
+            turns: Cow::Owned(parts.turns),
+            backing: Backing::Whole { cache, work: Work::new(limits.max_work_units, None) },
+            max_depth: limits.max_json_depth,
+        }
+    }
+
+    /// A view of some of this view's calls (§11): `parts.calls[j]` must be the trace's call at
+    /// index `parts.origin[j]`. Id, metadata, turns, caches and work meter stay this view's.
+    pub(crate) fn scope<'v>(&'v self, parts: ScopedParts<'v>) -> TraceView<'v> {
+        debug_assert_eq!(parts.calls.len(), parts.origin.len());
+        TraceView {
+            id: self.id,
             calls: parts.calls,
             final_answer: parts.final_answer,
-            metadata: parts.metadata,
+            metadata: Cow::Borrowed(&self.metadata),
             model_calls: parts.model_calls,
-            turns: parts.turns,
-            cache,
-            max_depth: limits.max_json_depth,
-            work: Work::new(limits.max_work_units, None),
+            turns: Cow::Borrowed(&self.turns),
+            backing: Backing::Scoped {
+                cache: self.trace_cache(),
+                work: self.work(),
+                origin: parts.origin,
+            },
+            max_depth: self.max_depth,
+        }
+    }
+
+    /// The whole trace's per-call caches.
+    fn trace_cache(&self) -> &[CallCache] {
+        match &self.backing {
+            Backing::Whole { cache, .. } => cache,
+            Backing::Scoped { cache, .. } => cache,
+        }
+    }
+
+    /// The cache of this view's call `i`.
+    #[inline]
+    fn slot(&self, i: usize) -> &CallCache {
+        match &self.backing {
+            Backing::Whole { cache, .. } => &cache[i],
+            Backing::Scoped { cache, origin, .. } => &cache[origin[i] as usize],
+        }
+    }
+
+    /// The 0-based index in the whole trace of this view's call `i`.
+    #[inline]
+    pub fn trace_index(&self, i: usize) -> u32 {
+        match &self.backing {
+            Backing::Whole { .. } => i as u32,
+            Backing::Scoped { origin, .. } => origin[i],
+        }
+    }
+
+    /// The 1-based position in the trace of this view's call `i` (0-based), as results report
+    /// it: `i + 1` for the whole trace, the call's original position in a scope.
+    #[inline]
+    pub fn pos(&self, i: usize) -> u32 {
+        self.trace_index(i) + 1
+    }
+
+    /// Whether this view is a scope of the trace rather than all of it.
+    pub fn is_scoped(&self) -> bool {
+        matches!(self.backing, Backing::Scoped { .. })
+    }
+
+    /// What reasons call the calls graded: "the trace", or "the scope" (§11).
+    pub fn noun(&self) -> &'static str {
+        if self.is_scoped() {
+            "the scope"
+        } else {
+            "the trace"
         }
     }
 
     /// This view, stopping at its next `work().spend` once `flag` is cancelled.
     #[must_use]
     pub fn with_cancel(mut self, flag: CancelFlag) -> Self {
-        self.work = Work::new(self.work.limit(), Some(flag));
+        if let Backing::Whole { work, .. } = &mut self.backing {
+            *work = Work::new(work.limit(), Some(flag));
+        }
         self
     }
 
     /// This view with a work limit other than `Limits::max_work_units` (a first, cheap attempt).
     #[must_use]
     pub fn with_work_limit(mut self, limit: u64) -> Self {
-        self.work = self.work.with_limit(limit);
+        if let Backing::Whole { work, .. } = &mut self.backing {
+            let old = std::mem::replace(work, Work::new(0, None));
+            *work = old.with_limit(limit);
+        }
         self
     }
 
-    /// The work meter of this grading (long loops spend from it and stop when it says so).
+    /// The work meter of this grading (long loops spend from it and stop when it says so); a
+    /// scope spends from the whole trace's.
     pub fn work(&self) -> &Work {
-        &self.work
+        match &self.backing {
+            Backing::Whole { work, .. } => work,
+            Backing::Scoped { work, .. } => work,
+        }
     }
 
     pub fn id(&self) -> &'a str {
@@ -176,7 +274,7 @@ impl<'a> TraceView<'a> {
 
     /// Arguments of call `i` (0-based), parsed on first use.
     pub fn args(&self, i: usize) -> &Args {
-        self.cache[i].args.get_or_init(|| match self.calls[i].arguments_json {
+        self.slot(i).args.get_or_init(|| match self.calls[i].arguments_json {
             None => Args::NotRecorded,
             Some(text) => parse_args(text, self.max_depth),
         })
@@ -200,17 +298,17 @@ impl<'a> TraceView<'a> {
     ) -> Option<(&'a str, usize)> {
         let text = self.calls[i].arguments_json?;
         let text = if text.is_empty() { "{}" } else { text };
-        let start = *self.cache[i].text_start.get_or_init(|| validate(text.as_bytes()));
+        let start = *self.slot(i).text_start.get_or_init(|| validate(text.as_bytes()));
         start.map(|s| (text, s))
     }
 
     pub fn parsed_args(&self, i: usize) -> Option<&Args> {
-        self.cache[i].args.get()
+        self.slot(i).args.get()
     }
 
     /// Canonical text of call `i`'s arguments; `None` when not recorded or invalid.
     pub fn canonical(&self, i: usize) -> Option<&str> {
-        self.cache[i]
+        self.slot(i)
             .canonical
             .get_or_init(|| match self.args(i) {
                 Args::Parsed(v) => Some(json::canonical::to_canonical(v)),

@@ -48,7 +48,6 @@ fn example_4_budget_over_total_tokens() {
 }
 
 #[test]
-#[ignore = "needs scope (SPEC §11)"]
 fn example_4_budget_scoped_to_billing() {
     let r = grade(
         r#"{"budget":{"max_total_tokens":"40000"},"scope":{"agent":"billing"}}"#,

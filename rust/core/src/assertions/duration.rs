@@ -1,6 +1,6 @@
 //! `duration`: every considered call takes at most `max_call_ms` and together at most
 //! `max_total_ms` (SPEC §12). A call's duration is §10's (`Call::duration_ns`).
-use super::{list_positions, pos, Check, Outcome};
+use super::{list_positions, Check, Outcome};
 use crate::error::Reason;
 use crate::glob::Glob;
 use crate::proto::v1::Duration as DurationMsg;
@@ -66,7 +66,7 @@ impl Check for Duration {
             .map(|(i, c)| (i, c.duration_ns()))
             .collect();
         let untimed: Vec<u32> =
-            considered.iter().filter(|(_, d)| d.is_none()).map(|&(i, _)| pos(i)).collect();
+            considered.iter().filter(|(_, d)| d.is_none()).map(|&(i, _)| t.pos(i)).collect();
         if !untimed.is_empty() {
             let message = match untimed.as_slice() {
                 [p] => format!(
@@ -86,8 +86,13 @@ impl Check for Duration {
             for &(i, d) in &considered {
                 let d = u128::from(d.unwrap_or(0));
                 if d > u128::from(max) * NANOS_PER_MS {
-                    slow.push(pos(i));
-                    parts.push(format!("call {} {} took {} ms", pos(i), t.calls()[i].name, ms(d)));
+                    slow.push(t.pos(i));
+                    parts.push(format!(
+                        "call {} {} took {} ms",
+                        t.pos(i),
+                        t.calls()[i].name,
+                        ms(d)
+                    ));
                 }
             }
             if !parts.is_empty() {
@@ -104,12 +109,12 @@ impl Check for Duration {
                     grouped(max)
                 ));
                 if slow.is_empty() {
-                    slow = considered.iter().map(|&(i, _)| pos(i)).collect();
+                    slow = considered.iter().map(|&(i, _)| t.pos(i)).collect();
                 }
             }
         }
         if parts.is_empty() {
-            Outcome::pass(considered.iter().map(|&(i, _)| pos(i)).collect())
+            Outcome::pass(considered.iter().map(|&(i, _)| t.pos(i)).collect())
         } else {
             Outcome::fail(Reason::TooSlow, parts.join("; "), slow)
         }

@@ -35,7 +35,8 @@ impl Check for Efficiency {
         Outcome::fail(
             Reason::TooManySteps,
             format!(
-                "the trace has {} calls; at most {bound} allowed ({} x {} reference steps)",
+                "{} has {} calls; at most {bound} allowed ({} x {} reference steps)",
+                t.noun(),
                 t.len(),
                 self.max_ratio,
                 self.reference_steps

@@ -47,7 +47,8 @@ impl Check for ExpressionCheck {
                 },
                 result: c.result.unwrap_or(""),
                 error: c.error,
-                position: (i + 1) as u32,
+                // The original position, also under a scope (§11).
+                position: t.pos(i),
                 duration_ns: c.duration_ns(),
                 turn: c.turn,
                 agent: c.agent,
@@ -56,6 +57,7 @@ impl Check for ExpressionCheck {
             .collect();
         let bindings = Bindings {
             calls: &calls,
+            // Scoped model calls under a scope, so `model_calls` and `usage` see what is in it.
             model_calls: t.model_calls(),
             answer: t.final_answer(),
             metadata: t.metadata(),

@@ -2,6 +2,7 @@
 use crate::error::Reason;
 use crate::grade::CompiledAssertion;
 use crate::proto::v1::{assertion, Assertion, Severity};
+use crate::scope::Scope;
 use crate::suite::Compiler;
 use crate::trace::TraceView;
 
@@ -70,6 +71,13 @@ pub trait Check {
         let _ = turn;
         Some(self.check(t))
     }
+
+    /// The turns (sorted, distinct, 0 read as 1) whose `check_turn` depends on the turn number
+    /// and not only on the view: a reference's turns. `per_turn` grades the turns that have no
+    /// calls, model calls, turn text or reference calls once for all of them.
+    fn reference_turns(&self) -> &[u32] {
+        &[]
+    }
 }
 
 /// Static dispatch over every kind.
@@ -110,6 +118,46 @@ impl Check for Kind {
             Kind::Budget(k) => k.check(t),
         }
     }
+
+    // Both per-turn hooks dispatch with no wildcard arm: a new kind must say how it grades a
+    // turn (the default hooks grade the turn's view as it is).
+    fn check_turn(&self, t: &TraceView<'_>, turn: u32) -> Option<Outcome> {
+        match self {
+            Kind::ToolArgs(k) => k.check_turn(t, turn),
+            Kind::Sequence(k) => k.check_turn(t, turn),
+            Kind::ToolList(k) => k.check_turn(t, turn),
+            Kind::ToolCalled(k) => k.check_turn(t, turn),
+            Kind::ToolCount(k) => k.check_turn(t, turn),
+            Kind::StepCount(k) => k.check_turn(t, turn),
+            Kind::Order(k) => k.check_turn(t, turn),
+            Kind::NoRepeat(k) => k.check_turn(t, turn),
+            Kind::Efficiency(k) => k.check_turn(t, turn),
+            Kind::Grounding(k) => k.check_turn(t, turn),
+            Kind::Trajectory(k) => k.check_turn(t, turn),
+            Kind::Expression(k) => k.check_turn(t, turn),
+            Kind::Duration(k) => k.check_turn(t, turn),
+            Kind::Budget(k) => k.check_turn(t, turn),
+        }
+    }
+
+    fn reference_turns(&self) -> &[u32] {
+        match self {
+            Kind::ToolArgs(k) => k.reference_turns(),
+            Kind::Sequence(k) => k.reference_turns(),
+            Kind::ToolList(k) => k.reference_turns(),
+            Kind::ToolCalled(k) => k.reference_turns(),
+            Kind::ToolCount(k) => k.reference_turns(),
+            Kind::StepCount(k) => k.reference_turns(),
+            Kind::Order(k) => k.reference_turns(),
+            Kind::NoRepeat(k) => k.reference_turns(),
+            Kind::Efficiency(k) => k.reference_turns(),
+            Kind::Grounding(k) => k.reference_turns(),
+            Kind::Trajectory(k) => k.reference_turns(),
+            Kind::Expression(k) => k.reference_turns(),
+            Kind::Duration(k) => k.reference_turns(),
+            Kind::Budget(k) => k.reference_turns(),
+        }
+    }
 }
 
 /// Validates and compiles one assertion at `path` (`assertions[i]`); problems go to `c`.
@@ -119,6 +167,8 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
         c.problem(format!("{path}.kind"), "the assertion has no kind");
         return None;
     };
+    // Before the kind, so its problems are reported even when the kind has some too.
+    let scope = a.scope.as_ref().and_then(|s| Scope::compile(s, &format!("{path}.scope"), c));
     let (kind, default_name, soft_by_default) = match kind {
         K::ToolCallArgs(m) => {
             let k = tool_args::ToolArgs::compile(m, &format!("{path}.tool_call_args"), c)?;
@@ -208,6 +258,7 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
         severity,
         negate: a.negate,
         kind,
+        scope,
         weight,
         report_only: a.report_only,
     })
@@ -226,9 +277,6 @@ fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
     let mut reject = |field: String| {
         c.problem(field, "this SPEC v2 option is not supported yet");
     };
-    if a.scope.is_some() {
-        reject(format!("{path}.scope"));
-    }
     let tolerant = |m: Option<&ArgsMatch>| m.is_some_and(|m| m.tolerance.is_some());
     match &a.kind {
         Some(K::ToolCallArgs(m)) if tolerant(m.r#match.as_ref()) => {
@@ -250,11 +298,6 @@ fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
         }
         _ => {}
     }
-}
-
-/// Positions as the wire wants them: 1-based from a 0-based index.
-pub(crate) fn pos(i: usize) -> u32 {
-    (i + 1) as u32
 }
 
 /// Lists positions for a reason: `1, 3 and 4`.
@@ -329,7 +372,6 @@ mod v2_pending_tests {
                 r#"{"trajectory_score":{"reference":[{"name":"a"}]}}"#,
                 "assertions[0].trajectory_score",
             ),
-            (r#"{"tool_called":{"tool":"a"},"scope":{"agent":"b"}}"#, "assertions[0].scope"),
             (r#"{"tool_called":{"tool":"a"},"weight":-1}"#, "assertions[0].weight"),
             (r#"{"tool_called":{"tool":"a"},"weight":"NaN"}"#, "assertions[0].weight"),
             (r#"{"tool_called":{"tool":"a"},"weight":"Infinity"}"#, "assertions[0].weight"),

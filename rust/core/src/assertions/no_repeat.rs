@@ -1,5 +1,5 @@
 //! `no_repeated_calls`: no (name, deep-equal arguments) pair occurs more than `max_identical` times.
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::json::fingerprint::{fingerprint, fingerprint_value};
 use crate::proto::v1::NoRepeatedCalls;
@@ -55,7 +55,7 @@ impl Check for NoRepeat {
             let candidates: Vec<usize> = bucket.iter().map(|k| k.2).collect();
             for g in identical_groups(t, &candidates) {
                 if g.len() > self.max_identical {
-                    positions.extend(g[1..].iter().map(|&i| pos(i)));
+                    positions.extend(g[1..].iter().map(|&i| t.pos(i)));
                     described.push((g[0], g.len()));
                 }
             }
@@ -71,7 +71,7 @@ impl Check for NoRepeat {
                 format!(
                     "{} with the arguments of call {} was made {n} times",
                     t.calls()[first].name,
-                    first + 1
+                    t.pos(first)
                 )
             })
             .collect();

@@ -1,5 +1,5 @@
 //! `order`: every call of `after` is preceded by some call of `before` (§9.19).
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::proto::v1::Order as OrderMsg;
 use crate::suite::Compiler;
@@ -39,10 +39,10 @@ impl Check for Order {
                     format!(
                         "{} at call {} ran before any call to {}",
                         self.after,
-                        i + 1,
+                        t.pos(i),
                         self.before
                     ),
-                    vec![pos(i)],
+                    vec![t.pos(i)],
                 );
             }
         }

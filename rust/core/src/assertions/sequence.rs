@@ -1,7 +1,7 @@
 //! `tool_sequence`: steps found in order (greedy scan), exactly, or in any order (maximum matching).
 use prost::Message;
 
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::args::ArgsMatcher;
 use crate::error::Reason;
 use crate::glob::Glob;
@@ -132,9 +132,9 @@ impl Sequence {
             }
             let Some(i) = found else {
                 let after = if next == 0 {
-                    String::from("in the trace")
+                    format!("in {}", t.noun())
                 } else {
-                    format!("after call {next}")
+                    format!("after call {}", t.pos(next - 1))
                 };
                 return Outcome::fail(
                     Reason::SequenceIncomplete,
@@ -148,7 +148,7 @@ impl Sequence {
                     positions,
                 );
             };
-            positions.push(pos(i));
+            positions.push(t.pos(i));
             next = i + 1;
         }
         Outcome::pass(positions)
@@ -168,25 +168,31 @@ impl Sequence {
             let what = if self.steps[k].name.is_match(name) {
                 format!(
                     "call {} ({name}) does not match the arguments of step {}{}",
-                    k + 1,
+                    t.pos(k),
                     k + 1,
                     self.steps[k].closest(t, k..k + 1)
                 )
             } else {
-                format!("call {} is {name}, expected step {} {}", k + 1, k + 1, self.steps[k].shown)
+                format!(
+                    "call {} is {name}, expected step {} {}",
+                    t.pos(k),
+                    k + 1,
+                    self.steps[k].shown
+                )
             };
             return Outcome::fail(
                 Reason::SequenceMismatch,
                 format!("matched {k} of {n} steps; {what}"),
-                (0..k).map(pos).collect(),
+                (0..k).map(|i| t.pos(i)).collect(),
             );
         }
-        let matched: Vec<u32> = (0..common).map(pos).collect();
+        let matched: Vec<u32> = (0..common).map(|i| t.pos(i)).collect();
         if t.len() < n {
             return Outcome::fail(
                 Reason::SequenceIncomplete,
                 format!(
-                    "matched {common} of {n} steps; the trace ended before step {} {}",
+                    "matched {common} of {n} steps; {} ended before step {} {}",
+                    t.noun(),
                     common + 1,
                     self.steps[common].shown
                 ),
@@ -197,9 +203,10 @@ impl Sequence {
             return Outcome::fail(
                 Reason::SequenceMismatch,
                 format!(
-                    "all {n} steps matched, but the trace has {} extra call(s) from call {}",
+                    "all {n} steps matched, but {} has {} extra call(s) from call {}",
+                    t.noun(),
                     t.len() - n,
-                    n + 1
+                    t.pos(n)
                 ),
                 matched,
             );
@@ -213,7 +220,7 @@ impl Sequence {
             return stopped();
         };
         match assigned.iter().position(Option::is_none) {
-            None => Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect()),
+            None => Outcome::pass(assigned.iter().flatten().map(|&i| t.pos(i)).collect()),
             Some(k) => {
                 let matched = assigned.iter().filter(|a| a.is_some()).count();
                 let missing: Vec<String> = assigned
@@ -236,7 +243,7 @@ impl Sequence {
                         self.steps.len(),
                         missing.join(", ")
                     ),
-                    assigned[..k].iter().flatten().map(|&i| pos(i)).collect(),
+                    assigned[..k].iter().flatten().map(|&i| t.pos(i)).collect(),
                 )
             }
         }

@@ -34,7 +34,7 @@ impl Check for StepCount {
             if n > u64::from(max) {
                 return Outcome::fail(
                     Reason::TooManySteps,
-                    format!("the trace has {n} call(s); at most {max} allowed"),
+                    format!("{} has {n} call(s); at most {max} allowed", t.noun()),
                     vec![],
                 );
             }
@@ -43,7 +43,7 @@ impl Check for StepCount {
             if n < u64::from(min) {
                 return Outcome::fail(
                     Reason::CountOutOfRange,
-                    format!("the trace has {n} call(s); at least {min} required"),
+                    format!("{} has {n} call(s); at least {min} required", t.noun()),
                     vec![],
                 );
             }

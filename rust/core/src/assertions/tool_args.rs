@@ -1,5 +1,5 @@
 //! `tool_call_args`: some (ANY), every (ALL) or the n-th call of a tool matches `match` (§9.6-9.7).
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::args::{describe, ArgsMatcher, CallMatch};
 use crate::error::Reason;
 use crate::proto::v1::{Quantifier, ToolCallArgs};
@@ -66,16 +66,16 @@ impl ToolArgs {
         };
         let m = self.matcher.check(t, i);
         if matches!(m, CallMatch::Match) {
-            return Outcome::pass(vec![pos(i)]);
+            return Outcome::pass(vec![t.pos(i)]);
         }
         let reason = category(&m);
         let message = format!(
             "call_index {} of {} did not match the expected arguments; it is {}",
             self.call_index,
             self.tool,
-            describe(&m, i + 1)
+            describe(&m, t.pos(i))
         );
-        Outcome::fail(reason, message, vec![pos(i)])
+        Outcome::fail(reason, message, vec![t.pos(i)])
     }
 
     /// The closest of `candidates` (§9.7), as a failing outcome.
@@ -85,8 +85,8 @@ impl ToolArgs {
             return Outcome::fail(Reason::NoMatchingCall, String::new(), vec![]);
         };
         let m = self.matcher.check_failing(t, i);
-        let message = format!("{what}; closest is {}", describe(&m, i + 1));
-        Outcome::fail(category(&m), message, vec![pos(i)])
+        let message = format!("{what}; closest is {}", describe(&m, t.pos(i)));
+        Outcome::fail(category(&m), message, vec![t.pos(i)])
     }
 }
 
@@ -115,7 +115,7 @@ impl Check for ToolArgs {
             let failing: Vec<usize> =
                 calls.iter().copied().filter(|&i| !self.matcher.is_match(t, i)).collect();
             if failing.is_empty() {
-                return Outcome::pass(calls.iter().map(|&i| pos(i)).collect());
+                return Outcome::pass(calls.iter().map(|&i| t.pos(i)).collect());
             }
             let what = format!(
                 "{} of {} calls to {} did not match the expected arguments",
@@ -126,7 +126,7 @@ impl Check for ToolArgs {
             return self.closest(t, &failing, &what);
         }
         if let Some(&i) = calls.iter().find(|&&i| self.matcher.is_match(t, i)) {
-            return Outcome::pass(vec![pos(i)]);
+            return Outcome::pass(vec![t.pos(i)]);
         }
         let what = format!("no call to {} matched the expected arguments", self.tool);
         self.closest(t, &calls, &what)

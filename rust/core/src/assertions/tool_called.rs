@@ -1,5 +1,5 @@
 //! `tool_called`: the tool (exact name) was called at least once.
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::proto::v1::ToolCalled as ToolCalledMsg;
 use crate::suite::Compiler;
@@ -23,10 +23,10 @@ impl ToolCalled {
 impl Check for ToolCalled {
     fn check(&self, t: &TraceView<'_>) -> Outcome {
         match t.calls().iter().position(|c| c.name == self.tool) {
-            Some(i) => Outcome::pass(vec![pos(i)]),
+            Some(i) => Outcome::pass(vec![t.pos(i)]),
             None => Outcome::fail(
                 Reason::ToolNotCalled,
-                format!("{} was never called ({} calls in the trace)", self.tool, t.len()),
+                format!("{} was never called ({} calls in {})", self.tool, t.len(), t.noun()),
                 vec![],
             ),
         }

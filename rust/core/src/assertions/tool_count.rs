@@ -1,5 +1,5 @@
 //! `tool_count`: the number of calls of a tool (or glob) lies within `[min, max]` (§9.17).
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::glob::Glob;
 use crate::proto::v1::ToolCount as ToolCountMsg;
@@ -58,7 +58,7 @@ impl Check for ToolCount {
             .iter()
             .enumerate()
             .filter(|(_, c)| self.matcher.is_match(c.name))
-            .map(|(i, _)| pos(i))
+            .map(|(i, _)| t.pos(i))
             .collect();
         let n = counted.len() as u64;
         if n >= u64::from(self.min) && self.max.is_none_or(|max| n <= u64::from(max)) {

@@ -1,5 +1,5 @@
 //! `allowed_tools` / `forbidden_tools`: every call's name allowed, or none forbidden (globs).
-use super::{pos, Check, Outcome};
+use super::{Check, Outcome};
 use crate::error::Reason;
 use crate::glob::Glob;
 use crate::proto::v1::ToolList as ToolListMsg;
@@ -41,7 +41,7 @@ impl Check for ToolList {
         for (i, call) in t.calls().iter().enumerate() {
             let listed = self.globs.iter().any(|g| g.is_match(call.name));
             if listed != self.allow {
-                offenders.push(pos(i));
+                offenders.push(t.pos(i));
                 names.push(call.name);
             }
         }

@@ -2,21 +2,24 @@
 //! subset or unordered) with per-tool argument overrides (§9.14-9.15).
 use std::collections::HashMap;
 
-use super::{list_positions, pos, Check, Outcome};
+use super::{list_positions, Check, Outcome};
 use crate::args::{compile_paths, parse_field, ArgsMatcher, Comparison};
 use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
 use crate::json::Value;
 use crate::matching::{self, CallLefts, Calls, Lefts, Meter};
-use crate::proto::v1::{MatchMode, TrajectoryMatch, TrajectoryMode};
+use crate::proto::v1::{MatchMode, ToolCall, TrajectoryMatch, TrajectoryMode};
+use crate::scope::turn_of;
 use crate::suite::Compiler;
 use crate::trace::TraceView;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct RefCall {
     name: String,
     args: ArgsMatcher,
+    /// 1-based place in the suite's `reference` (reasons name it, also under `per_turn`).
+    number: usize,
 }
 
 impl RefCall {
@@ -40,6 +43,11 @@ pub struct Trajectory {
     /// Whether some reference call compares arguments (else calls are matched by name alone).
     compares_args: bool,
     mode: TrajectoryMode,
+    /// The reference's turns (sorted, distinct; 0 counts as 1), for `per_turn` (§11).
+    turns: Vec<u32>,
+    /// With references in several turns, the trajectory of each turn of `turns` (its
+    /// reference calls only); empty when they are all in one turn (that turn's is `self`).
+    by_turn: Vec<Trajectory>,
 }
 
 /// The left side of the matching: classes of reference calls.
@@ -137,17 +145,52 @@ impl Trajectory {
                     ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, None))
                 }
             };
-            reference.push(RefCall { name: r.name.clone(), args });
+            reference.push(RefCall { name: r.name.clone(), args, number: i + 1 });
         }
         c.absorb(later);
         let mode = TrajectoryMode::try_from(m.mode).unwrap_or(TrajectoryMode::Unspecified);
         if c.problem_count() != before {
             return None;
         }
+        let mut turns: Vec<u32> = m.reference.iter().map(|r| turn_of(r.turn)).collect();
+        turns.sort_unstable();
+        turns.dedup();
+        let by_turn = if turns.len() > 1 {
+            turns
+                .iter()
+                .map(|&k| {
+                    let in_turn = |j: &usize| turn_of(m.reference[*j].turn) == k;
+                    let picked: Vec<usize> = (0..m.reference.len()).filter(in_turn).collect();
+                    Trajectory::new(
+                        picked.iter().map(|&j| reference[j].clone()).collect(),
+                        picked.iter().map(|&j| &m.reference[j]),
+                        mode,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(Trajectory { turns, by_turn, ..Trajectory::new(reference, &m.reference, mode) })
+    }
+
+    /// A trajectory of compiled reference calls and their messages (for the classes).
+    fn new<'m>(
+        reference: Vec<RefCall>,
+        messages: impl IntoIterator<Item = &'m ToolCall>,
+        mode: TrajectoryMode,
+    ) -> Self {
         // Same name (so the same override) and the same argument text: the same matcher.
-        let lefts = Lefts::new(m.reference.iter().map(|r| (&r.name, &r.arguments_json)));
+        let lefts = Lefts::new(messages.into_iter().map(|r| (&r.name, &r.arguments_json)));
         let compares_args = reference.iter().any(|r| !matches!(r.args, ArgsMatcher::Ignore));
-        Some(Trajectory { reference, lefts, compares_args, mode })
+        Trajectory { reference, lefts, compares_args, mode, turns: Vec::new(), by_turn: Vec::new() }
+    }
+
+    /// The trajectory turn `k` is graded against under `per_turn`: its reference calls, or
+    /// `None` when it has none.
+    fn of_turn(&self, k: u32) -> Option<&Trajectory> {
+        let j = self.turns.binary_search(&k).ok()?;
+        Some(self.by_turn.get(j).unwrap_or(self))
     }
 
     fn class_ref(&self, class: usize) -> &RefCall {
@@ -157,29 +200,32 @@ impl Trajectory {
     fn strict(&self, t: &TraceView<'_>) -> Outcome {
         let n = self.reference.len();
         let mut meter = Meter::new(t.work());
-        let mut unmatched = Vec::new();
+        // Indices of this view's calls whose pair differs, then those beyond the reference.
+        let mut differing = Vec::new();
         for i in 0..n.min(t.len()) {
             if meter.tick(1).is_none() {
                 return stopped();
             }
             if !self.reference[i].matches(t, i) {
-                unmatched.push(pos(i));
+                differing.push(i);
             }
         }
-        unmatched.extend((n..t.len()).map(pos));
-        if unmatched.is_empty() && t.len() == n {
-            return Outcome::pass((0..n).map(pos).collect());
+        if differing.is_empty() && t.len() == n {
+            return Outcome::pass((0..n).map(|i| t.pos(i)).collect());
         }
+        let unmatched: Vec<u32> =
+            differing.iter().copied().chain(n..t.len()).map(|i| t.pos(i)).collect();
         let mut why = Vec::new();
         if t.len() != n {
-            why.push(format!("the trace has {} calls, the reference {n}", t.len()));
+            why.push(format!("{} has {} calls, the reference {n}", t.noun(), t.len()));
         }
         if !unmatched.is_empty() {
             why.push(format!("calls {} do not match the reference", list_positions(&unmatched)));
             // The first pair that differs only in its arguments, pointed at.
-            let first = unmatched.iter().map(|&p| p as usize - 1).find(|&i| i < n);
+            let first = differing.first().copied();
             if let Some(c) = first.and_then(|i| self.reference[i].closest(t, i..i + 1)) {
-                why.push(format!("reference call {}: {c}", first.unwrap_or_default() + 1));
+                let number = first.map_or(0, |i| self.reference[i].number);
+                why.push(format!("reference call {number}: {c}"));
             }
         }
         Outcome::fail(Reason::TrajectoryMismatch, format!("STRICT: {}", why.join("; ")), unmatched)
@@ -203,20 +249,21 @@ impl Trajectory {
             next = i + 1;
         }
         let Some(k) = missing else {
-            return Outcome::pass(used.iter().map(|&i| pos(i)).collect());
+            return Outcome::pass(used.iter().map(|&i| t.pos(i)).collect());
         };
         let mut taken = vec![false; t.len()];
         for &i in &used {
             taken[i] = true;
         }
-        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
+        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(|i| t.pos(i)).collect();
         Outcome::fail(
             Reason::TrajectoryMismatch,
             format!(
-                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {next}{}",
+                "IN_ORDER: matched {k} of {} reference calls; reference call {} {} not found after call {}{}",
                 self.reference.len(),
-                k + 1,
+                self.reference[k].number,
                 self.reference[k].name,
+                next.checked_sub(1).map_or(0, |i| t.pos(i)),
                 self.reference[k].closest(t, next..t.len()).map_or_else(String::new, |c| format!("; {c}"))
             ),
             unmatched,
@@ -237,13 +284,13 @@ impl Trajectory {
         let refs_ok = !need_refs || size == self.reference.len();
         let calls_ok = !need_calls || size == t.len();
         if refs_ok && calls_ok {
-            return Outcome::pass(assigned.iter().flatten().map(|&i| pos(i)).collect());
+            return Outcome::pass(assigned.iter().flatten().map(|&i| t.pos(i)).collect());
         }
         let mut taken = vec![false; t.len()];
         for &i in assigned.iter().flatten() {
             taken[i] = true;
         }
-        let unmatched: Vec<u32> = (0..t.len()).filter(|&i| !taken[i]).map(pos).collect();
+        let unmatched: Vec<usize> = (0..t.len()).filter(|&i| !taken[i]).collect();
         let mut why = Vec::new();
         if !refs_ok {
             let missing: Vec<String> = assigned
@@ -253,8 +300,8 @@ impl Trajectory {
                 .map(|(k, _)| {
                     let r = &self.reference[k];
                     match r.closest(t, 0..t.len()) {
-                        Some(c) => format!("{} (reference call {}; {c})", r.name, k + 1),
-                        None => format!("{} (reference call {})", r.name, k + 1),
+                        Some(c) => format!("{} (reference call {}; {c})", r.name, r.number),
+                        None => format!("{} (reference call {})", r.name, r.number),
                     }
                 })
                 .collect();
@@ -263,7 +310,7 @@ impl Trajectory {
         if !calls_ok {
             let extra: Vec<String> = unmatched
                 .iter()
-                .map(|&p| format!("{} (call {p})", t.calls()[p as usize - 1].name))
+                .map(|&i| format!("{} (call {})", t.calls()[i].name, t.pos(i)))
                 .collect();
             why.push(format!("no distinct reference call matches {}", extra.join(", ")));
         }
@@ -272,7 +319,11 @@ impl Trajectory {
             TrajectoryMode::Subset => "SUBSET",
             _ => "UNORDERED",
         };
-        Outcome::fail(Reason::TrajectoryMismatch, format!("{mode}: {}", why.join("; ")), unmatched)
+        Outcome::fail(
+            Reason::TrajectoryMismatch,
+            format!("{mode}: {}", why.join("; ")),
+            unmatched.iter().map(|&i| t.pos(i)).collect(),
+        )
     }
 }
 
@@ -291,6 +342,20 @@ impl Check for Trajectory {
             }
             TrajectoryMode::Unspecified | TrajectoryMode::Strict => self.strict(t),
         }
+    }
+
+    /// Turn `turn`'s calls against the reference calls of that turn (§11); a turn with neither
+    /// is skipped.
+    fn check_turn(&self, t: &TraceView<'_>, turn: u32) -> Option<Outcome> {
+        match self.of_turn(turn) {
+            Some(of_turn) => Some(of_turn.check(t)),
+            None if t.is_empty() => None,
+            None => Some(Trajectory::new(Vec::new(), [], self.mode).check(t)),
+        }
+    }
+
+    fn reference_turns(&self) -> &[u32] {
+        &self.turns
     }
 }
 
