@@ -1,5 +1,6 @@
 //! `Grader`, `CompiledSuite` and `Limits`: frozen wrappers over the core; bytes in, bytes out.
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use prost::Message;
@@ -16,6 +17,7 @@ use crate::detach::run_detached;
 use crate::dict_trace::Chunk;
 use crate::errors::{internal_error, to_exception, PyCoreError};
 use crate::jsonl::{check_range, PyJsonlBlock};
+use crate::lazy_result::LazyGradeResult;
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
 #[pyclass(frozen, get_all, eq, name = "Limits", module = "trajgrade._core")]
@@ -229,9 +231,9 @@ impl PyCompiledSuite {
 
     /// The public batch path: `items` (`bytes` graded as they are, plain trace dicts encoded
     /// here; any other item becomes `prepare(i, item)`: `bytes` to grade, or anything else as
-    /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's serialized
-    /// `GradeResult`; when i is in `errors` (ascending) it is the core's serialized `ItemError`
-    /// (its field numbered within a chunk) or what `prepare` returned.
+    /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's
+    /// `LazyGradeResult`; when i is in `errors` (ascending) it is the core's serialized
+    /// `ItemError` (its field numbered within a chunk) or what `prepare` returned.
     ///
     /// Items go to the core in chunks; while one chunk grades on the pool, the next is encoded
     /// here (that needs the interpreter), so encoding dicts overlaps grading.
@@ -245,7 +247,7 @@ impl PyCompiledSuite {
         if items.len() <= INPUT_CHUNK {
             let (chunk, settled) = take_chunk(items, 0, prepare)?;
             let graded = self.grade_chunk(py, chunk)?;
-            out.add(py, 0, graded, settled);
+            out.add(py, 0, graded, settled)?;
             return Ok((out.items, out.errors));
         }
         std::thread::scope(|scope| -> PyResult<()> {
@@ -265,7 +267,7 @@ impl PyCompiledSuite {
                 };
                 if let Some((at, job, settled)) = in_flight.take() {
                     let graded = py.detach(|| job.join()).map_err(|_| internal_error("panic"))?;
-                    out.add(py, at, graded, settled);
+                    out.add(py, at, graded, settled)?;
                 }
                 match next {
                     Some((at, job, settled)) => {
@@ -316,27 +318,33 @@ struct Outcomes<'py> {
 
 impl<'py> Outcomes<'py> {
     /// One graded chunk starting at item `start`: its core outcomes and settled items, merged
-    /// back in item order.
+    /// back in item order. A result becomes a `LazyGradeResult` owning the core's buffer.
     fn add(
         &mut self,
         py: Python<'py>,
         start: usize,
         (chunk, results): (Chunk, Vec<Vec<u8>>),
         settled: Vec<Bound<'py, PyAny>>,
-    ) {
-        let (mut results, mut settled) = (results.iter(), settled.into_iter());
+    ) -> PyResult<()> {
+        let (mut results, mut settled) = (results.into_iter(), settled.into_iter());
         for (i, was_graded) in (start..).zip(chunk.graded()) {
             if !was_graded {
                 self.errors.push(i);
                 self.items.extend(settled.next());
                 continue;
             }
-            let (number, value) = results.next().map_or((0, &[][..]), |o| outcome_value(o));
-            if number != OUTCOME_RESULT {
+            let mut outcome = results.next().unwrap_or_default();
+            let (number, value) = outcome_value(&outcome);
+            if number == OUTCOME_RESULT {
+                outcome.truncate(value.end);
+                let result = LazyGradeResult::from_buffer(outcome, value.start);
+                self.items.push(Bound::new(py, result)?.into_any());
+            } else {
                 self.errors.push(i);
+                self.items.push(PyBytes::new(py, &outcome[value]).into_any());
             }
-            self.items.push(PyBytes::new(py, value).into_any());
         }
+        Ok(())
     }
 }
 
@@ -347,8 +355,8 @@ const INPUT_CHUNK: usize = 512;
 const OUTCOME_RESULT: u64 = 1;
 
 /// The one field of a serialized `TraceOutcome` (the core writes exactly one): its number and
-/// value bytes.
-fn outcome_value(outcome: &[u8]) -> (u64, &[u8]) {
+/// where its value lies.
+fn outcome_value(outcome: &[u8]) -> (u64, Range<usize>) {
     let mut pos = 0;
     let mut read = || {
         let mut value = 0u64;
@@ -365,7 +373,7 @@ fn outcome_value(outcome: &[u8]) -> (u64, &[u8]) {
     let key = read();
     let len = read() as usize;
     let start = pos.min(outcome.len());
-    (key >> 3, &outcome[start..(start + len).min(outcome.len())])
+    (key >> 3, start..(start + len).min(outcome.len()))
 }
 
 /// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.
