@@ -1,7 +1,7 @@
 //! `Grader`, `CompiledSuite` and `Limits`: frozen wrappers over the core; bytes in, bytes out.
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use prost::Message;
 use pyo3::exceptions::PyValueError;
@@ -187,7 +187,7 @@ pub struct PyCompiledSuite {
 
 impl PyCompiledSuite {
     /// One chunk graded on the pool, detached.
-    fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<(Chunk, Vec<Vec<u8>>)> {
+    fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<Graded> {
         let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
         run_detached(py, move || {
             let results = grader.grade_traces(&suite, &chunk.traces());
@@ -235,8 +235,9 @@ impl PyCompiledSuite {
     /// `LazyGradeResult`; when i is in `errors` (ascending) it is the core's serialized
     /// `ItemError` (its field numbered within a chunk) or what `prepare` returned.
     ///
-    /// Items go to the core in chunks; while one chunk grades on the pool, the next is encoded
-    /// here (that needs the interpreter), so encoding dicts overlaps grading.
+    /// Items go to the core in chunks, graded on the pool by one worker thread per call: while
+    /// it grades one chunk, this thread encodes the next (that needs the interpreter) and turns
+    /// the one before into results, so the Python-side work overlaps grading.
     fn grade_inputs<'py>(
         &self,
         py: Python<'py>,
@@ -245,38 +246,29 @@ impl PyCompiledSuite {
     ) -> PyResult<(Vec<Bound<'py, PyAny>>, Vec<usize>)> {
         let mut out = Outcomes { items: Vec::with_capacity(items.len()), errors: Vec::new() };
         if items.len() <= INPUT_CHUNK {
-            let (chunk, settled) = take_chunk(items, 0, prepare)?;
+            let (chunk, settled) = take_chunk(items, 0, prepare, Chunk::default())?;
             let graded = self.grade_chunk(py, chunk)?;
             out.add(py, 0, graded, settled)?;
             return Ok((out.items, out.errors));
         }
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        let (to_worker, chunks) = mpsc::channel::<Chunk>();
+        let (to_caller, from_worker) = mpsc::channel::<Graded>();
+        let from_worker = Mutex::new(from_worker); // waited on detached; a Receiver is not Sync
         std::thread::scope(|scope| -> PyResult<()> {
-            let mut in_flight: Option<Job<'_, 'py>> = None;
-            let mut start = 0;
-            loop {
-                let next = if start < items.len() {
-                    let (chunk, settled) = take_chunk(items, start, prepare)?;
-                    let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
-                    let job = scope.spawn(move || {
-                        let results = grader.grade_traces(&suite, &chunk.traces());
-                        (chunk, results)
-                    });
-                    Some((start, job, settled))
-                } else {
-                    None
-                };
-                if let Some((at, job, settled)) = in_flight.take() {
-                    let graded = py.detach(|| job.join()).map_err(|_| internal_error("panic"))?;
-                    out.add(py, at, graded, settled)?;
-                }
-                match next {
-                    Some((at, job, settled)) => {
-                        start = at + INPUT_CHUNK;
-                        in_flight = Some((at, job, settled));
+            let worker = scope.spawn(move || {
+                for chunk in chunks {
+                    let results = grader.grade_traces(&suite, &chunk.traces());
+                    if to_caller.send((chunk, results)).is_err() {
+                        return;
                     }
-                    None => return Ok(()),
                 }
-            }
+            });
+            let fed = feed(py, items, prepare, &mut out, &to_worker, &from_worker);
+            drop(to_worker); // the worker ends once the chunks sent are graded
+            let joined = py.detach(|| worker.join());
+            fed?;
+            joined.map_err(|_| internal_error("panic"))
         })?;
         Ok((out.items, out.errors))
     }
@@ -286,13 +278,47 @@ impl PyCompiledSuite {
     }
 }
 
-/// `items[start..start + INPUT_CHUNK]` as a chunk, with what `prepare` settled, in order.
+/// Sends `items` to the worker chunk by chunk and takes each graded chunk back into `out`, one
+/// chunk behind, recycling the chunks' buffers.
+fn feed<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyList>,
+    prepare: &Bound<'py, PyAny>,
+    out: &mut Outcomes<'py>,
+    to_worker: &mpsc::Sender<Chunk>,
+    from_worker: &Mutex<mpsc::Receiver<Graded>>,
+) -> PyResult<()> {
+    let worker_gone = || internal_error("the grading thread stopped");
+    let mut in_flight: Option<(usize, Vec<Bound<'py, PyAny>>)> = None;
+    let mut spare = Chunk::default();
+    for start in (0..items.len()).step_by(INPUT_CHUNK).map(Some).chain([None]) {
+        let next = match start {
+            Some(start) => {
+                let (chunk, settled) = take_chunk(items, start, prepare, spare)?;
+                to_worker.send(chunk).map_err(|_| worker_gone())?;
+                Some((start, settled))
+            }
+            None => None,
+        };
+        spare = Chunk::default();
+        if let Some((at, settled)) = in_flight.take() {
+            let received = py.detach(|| from_worker.lock().ok().and_then(|rx| rx.recv().ok()));
+            let (chunk, results) = received.ok_or_else(worker_gone)?;
+            spare = out.add(py, at, (chunk, results), settled)?;
+        }
+        in_flight = next;
+    }
+    Ok(())
+}
+
+/// `items[start..start + INPUT_CHUNK]` as a chunk (built in `chunk`, an emptied one), with
+/// what `prepare` settled, in order.
 fn take_chunk<'py>(
     items: &Bound<'py, PyList>,
     start: usize,
     prepare: &Bound<'py, PyAny>,
+    mut chunk: Chunk,
 ) -> PyResult<(Chunk, Vec<Bound<'py, PyAny>>)> {
-    let mut chunk = Chunk::default();
     let mut settled = Vec::new();
     for i in start..(start + INPUT_CHUNK).min(items.len()) {
         let item = items.get_item(i)?;
@@ -306,9 +332,8 @@ fn take_chunk<'py>(
     Ok((chunk, settled))
 }
 
-/// A chunk grading on its own thread: its first item, the thread, what `prepare` settled.
-type Job<'scope, 'py> =
-    (usize, std::thread::ScopedJoinHandle<'scope, (Chunk, Vec<Vec<u8>>)>, Vec<Bound<'py, PyAny>>);
+/// A chunk and its core outcomes (serialized `TraceOutcome`s), in order.
+type Graded = (Chunk, Vec<Vec<u8>>);
 
 /// `grade_inputs`' answer as it is built, chunk by chunk.
 struct Outcomes<'py> {
@@ -319,13 +344,14 @@ struct Outcomes<'py> {
 impl<'py> Outcomes<'py> {
     /// One graded chunk starting at item `start`: its core outcomes and settled items, merged
     /// back in item order. A result becomes a `LazyGradeResult` owning the core's buffer.
+    /// Returns the chunk emptied, its buffers kept for the next.
     fn add(
         &mut self,
         py: Python<'py>,
         start: usize,
-        (chunk, results): (Chunk, Vec<Vec<u8>>),
+        (mut chunk, results): Graded,
         settled: Vec<Bound<'py, PyAny>>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Chunk> {
         let (mut results, mut settled) = (results.into_iter(), settled.into_iter());
         for (i, was_graded) in (start..).zip(chunk.graded()) {
             if !was_graded {
@@ -344,7 +370,8 @@ impl<'py> Outcomes<'py> {
                 self.items.push(PyBytes::new(py, &outcome[value]).into_any());
             }
         }
-        Ok(())
+        chunk.clear();
+        Ok(chunk)
     }
 }
 

@@ -73,6 +73,7 @@ impl LazyGradeResult {
     /// `isinstance()` falls back to `__class__` when `type()` does not match (as
     /// `unittest.mock` does), so a `LazyGradeResult` is a `GradeResult` to it.
     #[getter(__class__)]
+    #[allow(clippy::unused_self)] // a getter takes self
     fn class<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyType>> {
         grade_result_type(py).cloned()
     }
@@ -177,4 +178,3 @@ impl LazyGradeResult {
         Ok(None)
     }
 }
-
