@@ -11,6 +11,7 @@
 //! so it reads the objects borrowed: no reference counting per entry, dict keys matched by
 //! pointer against interned names first, each message written in place.
 use std::ops::Range;
+use std::sync::Mutex;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -41,24 +42,30 @@ fn varint_field(out: &mut Vec<u8>, number: u64, value: u64) {
 }
 
 /// Field `number` holding the message `write` appends, written in place: the length prefix is
-/// reserved at its likely size and moved only when the message's length needs another size.
+/// reserved at its likely size and resized only when the message's length needs another.
 fn message_field(
     out: &mut Vec<u8>,
     number: u64,
     write: impl FnOnce(&mut Vec<u8>) -> Option<()>,
 ) -> Option<()> {
-    const RESERVED: usize = 2; // lengths 128..16383: a call with ~200 bytes of arguments
     varint(out, number << 3 | LEN);
     let at = out.len();
-    out.resize(at + RESERVED, 0);
+    out.extend_from_slice(&[0, 0]); // a 2-byte length: a call with ~200 bytes of arguments
     write(out)?;
-    let len = out.len() - at - RESERVED;
-    let mut prefix = Vec::with_capacity(10);
-    varint(&mut prefix, len as u64);
-    if prefix.len() == RESERVED {
-        out[at..at + RESERVED].copy_from_slice(&prefix);
-    } else {
-        out.splice(at..at + RESERVED, prefix.iter().copied());
+    match out.len() - at - 2 {
+        len @ 0..0x80 => {
+            out[at] = len as u8;
+            out.remove(at + 1);
+        }
+        len @ 0x80..0x4000 => {
+            out[at] = (len as u8) | 0x80;
+            out[at + 1] = (len >> 7) as u8;
+        }
+        len => {
+            let mut prefix = Vec::with_capacity(10);
+            varint(&mut prefix, len as u64);
+            out.splice(at..at + 2, prefix);
+        }
     }
     Some(())
 }
@@ -294,11 +301,37 @@ enum Input {
     Settled,
 }
 
-/// Consecutive batch items as the core takes them; dicts share one buffer.
-#[derive(Default)]
+/// Consecutive batch items as the core takes them; dicts share one buffer, the arena.
 pub struct Chunk {
     items: Vec<Input>,
     arena: Vec<u8>,
+}
+
+/// Arenas kept for the next chunks (a call has two in flight), up to `KEPT_ARENA_BYTES` each:
+/// a fresh multi-megabyte buffer costs its page faults again in every call.
+static SPARE_ARENAS: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const KEPT_ARENAS: usize = 2;
+const KEPT_ARENA_BYTES: usize = 16 << 20;
+
+impl Default for Chunk {
+    fn default() -> Self {
+        let spare = SPARE_ARENAS.lock().ok().and_then(|mut spare| spare.pop());
+        Chunk { items: Vec::new(), arena: spare.unwrap_or_default() }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let mut arena = std::mem::take(&mut self.arena);
+        if (1..=KEPT_ARENA_BYTES).contains(&arena.capacity()) {
+            arena.clear();
+            if let Ok(mut spare) = SPARE_ARENAS.lock() {
+                if spare.len() < KEPT_ARENAS {
+                    spare.push(arena);
+                }
+            }
+        }
+    }
 }
 
 impl Chunk {
@@ -337,12 +370,6 @@ impl Chunk {
                 Input::Settled => None,
             })
             .collect()
-    }
-
-    /// Empties the chunk (its references dropped, here, with the GIL), keeping its buffers.
-    pub fn clear(&mut self) {
-        self.items.clear();
-        self.arena.clear();
     }
 
     /// For each item in order: graded (true) or settled before grading (false).

@@ -246,7 +246,7 @@ impl PyCompiledSuite {
     ) -> PyResult<(Vec<Bound<'py, PyAny>>, Vec<usize>)> {
         let mut out = Outcomes { items: Vec::with_capacity(items.len()), errors: Vec::new() };
         if items.len() <= INPUT_CHUNK {
-            let (chunk, settled) = take_chunk(items, 0, prepare, Chunk::default())?;
+            let (chunk, settled) = take_chunk(items, 0, prepare)?;
             let graded = self.grade_chunk(py, chunk)?;
             out.add(py, 0, graded, settled)?;
             return Ok((out.items, out.errors));
@@ -279,7 +279,7 @@ impl PyCompiledSuite {
 }
 
 /// Sends `items` to the worker chunk by chunk and takes each graded chunk back into `out`, one
-/// chunk behind, recycling the chunks' buffers.
+/// chunk behind.
 fn feed<'py>(
     py: Python<'py>,
     items: &Bound<'py, PyList>,
@@ -290,35 +290,31 @@ fn feed<'py>(
 ) -> PyResult<()> {
     let worker_gone = || internal_error("the grading thread stopped");
     let mut in_flight: Option<(usize, Vec<Bound<'py, PyAny>>)> = None;
-    let mut spare = Chunk::default();
     for start in (0..items.len()).step_by(INPUT_CHUNK).map(Some).chain([None]) {
         let next = match start {
             Some(start) => {
-                let (chunk, settled) = take_chunk(items, start, prepare, spare)?;
+                let (chunk, settled) = take_chunk(items, start, prepare)?;
                 to_worker.send(chunk).map_err(|_| worker_gone())?;
                 Some((start, settled))
             }
             None => None,
         };
-        spare = Chunk::default();
         if let Some((at, settled)) = in_flight.take() {
             let received = py.detach(|| from_worker.lock().ok().and_then(|rx| rx.recv().ok()));
-            let (chunk, results) = received.ok_or_else(worker_gone)?;
-            spare = out.add(py, at, (chunk, results), settled)?;
+            out.add(py, at, received.ok_or_else(worker_gone)?, settled)?;
         }
         in_flight = next;
     }
     Ok(())
 }
 
-/// `items[start..start + INPUT_CHUNK]` as a chunk (built in `chunk`, an emptied one), with
-/// what `prepare` settled, in order.
+/// `items[start..start + INPUT_CHUNK]` as a chunk, with what `prepare` settled, in order.
 fn take_chunk<'py>(
     items: &Bound<'py, PyList>,
     start: usize,
     prepare: &Bound<'py, PyAny>,
-    mut chunk: Chunk,
 ) -> PyResult<(Chunk, Vec<Bound<'py, PyAny>>)> {
+    let mut chunk = Chunk::default();
     let mut settled = Vec::new();
     for i in start..(start + INPUT_CHUNK).min(items.len()) {
         let item = items.get_item(i)?;
@@ -344,14 +340,13 @@ struct Outcomes<'py> {
 impl<'py> Outcomes<'py> {
     /// One graded chunk starting at item `start`: its core outcomes and settled items, merged
     /// back in item order. A result becomes a `LazyGradeResult` owning the core's buffer.
-    /// Returns the chunk emptied, its buffers kept for the next.
     fn add(
         &mut self,
         py: Python<'py>,
         start: usize,
-        (mut chunk, results): Graded,
+        (chunk, results): Graded,
         settled: Vec<Bound<'py, PyAny>>,
-    ) -> PyResult<Chunk> {
+    ) -> PyResult<()> {
         let (mut results, mut settled) = (results.into_iter(), settled.into_iter());
         for (i, was_graded) in (start..).zip(chunk.graded()) {
             if !was_graded {
@@ -370,8 +365,7 @@ impl<'py> Outcomes<'py> {
                 self.items.push(PyBytes::new(py, &outcome[value]).into_any());
             }
         }
-        chunk.clear();
-        Ok(chunk)
+        Ok(())
     }
 }
 
