@@ -57,15 +57,22 @@ def best_rate(fn: Callable[[], object], items: int, repeat: int) -> float:
 
 def interleaved_rates(
     runs: dict[str, Callable[[], object]], items: int, rounds: int
-) -> dict[str, float]:
-    """Median items per second of each run, the runs taking turns round by round."""
+) -> dict[str, tuple[float, float]]:
+    """Median items per second of each run, the runs taking turns round by round, and the
+    median process CPU time per item in µs (every thread's: steadier than the rate when other
+    processes share the cores)."""
     times: dict[str, list[float]] = {label: [] for label in runs}
+    cpu: dict[str, list[float]] = {label: [] for label in runs}
     for _ in range(rounds):
         for label, fn in runs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             times[label].append(time.perf_counter() - start)
-    return {label: items / statistics.median(t) for label, t in times.items()}
+            cpu[label].append(time.process_time() - start_cpu)
+    return {
+        label: (items / statistics.median(t), statistics.median(cpu[label]) / items * 1e6)
+        for label, t in times.items()
+    }
 
 
 def main() -> int:
@@ -105,6 +112,7 @@ def main() -> int:
     grader = _core.Grader(threads=0)
     core_suite = grader.compile_suite(suite_bytes)
     public = trajgrade.compile_suite(suite, grader=grader)
+    load_before = os.getloadavg()[0]
     public_rates = interleaved_rates(
         {
             "core": lambda: core_suite.grade_batch(payloads),
@@ -114,8 +122,8 @@ def main() -> int:
         len(payloads),
         args.rounds,
     )
-    load = os.getloadavg()[0]
-    public_rows: list[tuple[str, float, bool | None]] = [
+    load_after = os.getloadavg()[0]
+    public_rows: list[tuple[str, tuple[float, float], bool | None]] = [
         (f"core bytes-out, {cores} threads (median of {args.rounds})", public_rates["core"], None)
     ]
     for label, inputs in (("bytes", payloads), ("dicts", dicts)):
@@ -144,25 +152,26 @@ def main() -> int:
         f"(~{workloads.ARGUMENT_BYTES} B arguments), 5 assertions; python on {len(ref_dicts)}"
     )
     print(_report.table(title, header, body))
-    core_rate = public_rates["core"]
+    core_rate = public_rates["core"][0]
     public_body = [
         [
             label,
             _report.rate(r),
             _report.ratio(r / core_rate),
+            f"{cpu_us:.2f}",
             "-" if ok is None else ("yes" if ok else "NO"),
         ]
-        for label, r, ok in public_rows
+        for label, (r, cpu_us), ok in public_rows
     ]
     print(
         _report.table(
-            f"public API vs the core, interleaved rounds, load average {load:.2f} "
-            "(targets: bytes >= 0.80x, dicts >= 0.50x)",
-            ["row", "gradings/s", "vs core", "correct"],
+            f"public API vs the core, interleaved rounds, load average {load_before:.2f} before, "
+            f"{load_after:.2f} after (targets: bytes >= 0.80x, dicts >= 0.50x)",
+            ["row", "gradings/s", "vs core", "CPU µs/trace", "correct"],
             public_body,
         )
     )
-    checks = [ok for _, _, ok in rows + public_rows]
+    checks = [ok for _, _, ok in rows] + [ok for _, _, ok in public_rows]
     return 0 if all(ok in (True, None) for ok in checks) else 1
 
 

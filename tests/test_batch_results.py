@@ -4,6 +4,8 @@ binding equal the deterministic serialization, and every input form keeps its po
 from __future__ import annotations
 
 import copy
+import gc
+import json
 import pickle
 from typing import Any
 
@@ -58,6 +60,24 @@ def test_lazy_result_is_a_grade_result(compiled: trajgrade.CompiledSuite) -> Non
     assert lazy.ListFields() == eager.ListFields()
     with pytest.raises(TypeError, match="unhashable"):
         hash(lazy)
+
+
+def test_lazy_result_is_made_by_the_binding(compiled: trajgrade.CompiledSuite) -> None:
+    """The binding builds it around the core's buffer: untracked by the cyclic GC (it can hold
+    nothing that refers back to it), constructible from bytes, and compared like a message."""
+    lazy, failing = compiled.grade_batch([TRACE, FAILING])
+    assert trajgrade.LazyGradeResult is _core.LazyGradeResult is LazyGradeResult
+    assert not gc.is_tracked(lazy)
+    rebuilt = LazyGradeResult(lazy.SerializeToString())
+    assert rebuilt == lazy
+    assert (rebuilt != lazy) is False
+    assert rebuilt != failing
+    assert lazy != 1 and not lazy == "x"  # noqa: SIM201 - __eq__ with a non-message
+    assert "message" in dir(lazy) and "verdict" in dir(lazy)
+    with pytest.raises(AttributeError):
+        lazy.no_such_field  # noqa: B018
+    del failing.results[:]
+    assert failing.results == [] and failing.SerializeToString() != rebuilt.SerializeToString()
 
 
 def test_lazy_result_mutates_and_copies(compiled: trajgrade.CompiledSuite) -> None:
@@ -224,3 +244,30 @@ def test_unusual_dicts_are_left_to_the_python_path(trace: dict[str, Any]) -> Non
     except trajgrade.InvalidRequestError:
         got = "error"
     assert got == expected
+
+
+@pytest.mark.parametrize("size", [0, 90, 127, 128, 200, 16_000, 16_384, 3_000_000])
+def test_calls_of_every_length_prefix_size_encode_exactly(size: int) -> None:
+    """The binding writes a call in place behind a 2-byte length and fixes the prefix up: calls
+    shorter than 128 bytes or of 16 KiB and more need another size."""
+    call = {"name": "t", "arguments_json": "x" * size, "result": "r"}
+    trace = {"id": "t", "calls": [call, {"name": "u"}], "metadata": {"k" * size: "v"}}
+    assert _core.encode_trace_dict(trace) == slow_bytes(trace)
+
+
+def test_keys_not_interned_encode_as_literal_ones() -> None:
+    """Keys are matched by pointer against interned names first, by text otherwise."""
+    built = {"".join(["na", "me"]): "lookup", "".join(["argumentsJ", "son"]): "{}"}
+    loaded = json.loads('{"id": "j", "finalAnswer": "a", "calls": [{"name": "lookup", "id": "c"}]}')
+    for trace in ({"calls": [built]}, loaded):
+        assert _core.encode_trace_dict(trace) == slow_bytes(trace)
+
+
+def test_batches_after_batches_reuse_no_stale_bytes(compiled: trajgrade.CompiledSuite) -> None:
+    """Chunk buffers are kept between calls: a later batch of other dicts grades as its own."""
+    first = [TRACE] * 1100
+    second = [dict(FAILING, id=f"f-{i}") for i in range(1100)]
+    assert all(o == compiled.grade(TRACE) for o in compiled.grade_batch(first))
+    outcomes = compiled.grade_batch(second)
+    assert [o.trace_id for o in outcomes] == [t["id"] for t in second]
+    assert all(o.verdict == compiled.grade(FAILING).verdict for o in outcomes)

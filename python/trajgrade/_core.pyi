@@ -5,7 +5,9 @@ outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core
 """
 
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any, ClassVar, final
+
+from trajgrade.v1.result_pb2 import GradeResult
 
 __all__ = [
     "BlockMark",
@@ -17,6 +19,7 @@ __all__ = [
     "InvalidRequestError",
     "InvalidSuiteError",
     "JsonlBlock",
+    "LazyGradeResult",
     "LimitExceededError",
     "Limits",
     "SuiteNotFoundError",
@@ -130,6 +133,36 @@ class Limits:
         `EXPRESSION_ERROR` "cost limit of N exceeded"."""
 
 @final
+class LazyGradeResult:
+    """A `GradeResult` decoded on first use (an attribute, a method, `==`, `str`).
+
+    It answers `isinstance(x, result_pb2.GradeResult)` with True (its `__class__` is
+    `GradeResult`; `type(x)` is `LazyGradeResult`) and has every field and method of the
+    message; setting a field changes the decoded message. Until it is decoded,
+    `SerializeToString()` returns the core's bytes as they are (they equal the deterministic
+    encoding). Protobuf calls that need the concrete class as an argument (`CopyFrom(x)`,
+    `GradeTraceResponse(result=x)`) take `x.message`, the decoded `GradeResult`.
+    """
+
+    def __new__(cls, raw: bytes) -> LazyGradeResult:
+        """From a serialized `GradeResult` (as pickling stores it)."""
+    @property
+    def message(self) -> GradeResult:
+        """The decoded `GradeResult` (decoded once, then kept)."""
+    def __getattr__(self, name: str, /) -> Any:
+        """A field or method of the decoded message."""
+    def __setattr__(self, name: str, value: Any, /) -> None: ...
+    def __delattr__(self, name: str, /) -> None: ...
+    def __dir__(self) -> list[str]: ...
+    def SerializeToString(self, **kwargs: Any) -> bytes:  # noqa: N802 - the protobuf name
+        """The message's bytes; the core's own bytes while nothing decoded them."""
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment] # mutable, like every protobuf message
+    def __reduce_ex__(self, protocol: object) -> tuple[type[LazyGradeResult], tuple[bytes]]:
+        """Pickles as itself (copyreg's default would use the spoofed `__class__`)."""
+
+@final
 class CompiledSuite:
     """A validated, compiled suite bound to the grader that compiled it (immutable)."""
 
@@ -147,9 +180,9 @@ class CompiledSuite:
     ) -> tuple[list[Any], list[int]]:
         """The public batch path: bytes items graded as they are, plain trace dicts encoded
         here, any other item replaced by prepare(i, item) (bytes to grade, or anything else
-        as its outcome) → (outcomes, errors): outcomes[i] is item i's serialized GradeResult;
-        for i in errors, the core's serialized ItemError (field numbered within its chunk) or
-        what prepare returned."""
+        as its outcome) → (outcomes, errors): outcomes[i] is item i's LazyGradeResult; for i
+        in errors, the core's serialized ItemError (field numbered within its chunk) or what
+        prepare returned."""
 
 @final
 class Grader:

@@ -6,10 +6,10 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from trajgrade import _core
 from trajgrade._core import Grader, TrajgradeError
-from trajgrade.results import LazyGradeResult
 from trajgrade.suites import SuiteInput, load_suite
 from trajgrade.traces import TraceInput, trace_bytes
 from trajgrade.v1 import result_pb2, suite_pb2
@@ -63,19 +63,16 @@ class CompiledSuite:
         use. `bytes` go to the core as they are and plain dicts are encoded by the core.
         """
         items = traces if isinstance(traces, list) else list(traces)
-        raws, errors = self._inner.grade_inputs(items, _prepare)
-        outcomes: list[result_pb2.GradeResult | result_pb2.ItemError] = list(
-            map(LazyGradeResult, raws)  # type: ignore[arg-type] # a GradeResult, decoded lazily
-        )
+        # LazyGradeResults, made by the binding; a GradeResult to every reader.
+        outcomes: list[Any]
+        outcomes, errors = self._inner.grade_inputs(items, _prepare)
         for i in errors:
-            raw = raws[i]
-            if isinstance(raw, bytes):
+            raw = outcomes[i]
+            if isinstance(raw, bytes):  # the core's ItemError (else: what _prepare returned)
                 error = result_pb2.ItemError.FromString(raw)
                 # The core numbers items within its call; report the caller's index.
                 error.field = _TRACES_INDEX.sub(f"traces[{i}]", error.field)
                 outcomes[i] = error
-            else:
-                outcomes[i] = raw
         return outcomes
 
     def __repr__(self) -> str:

@@ -1,6 +1,7 @@
 //! `Grader`, `CompiledSuite` and `Limits`: frozen wrappers over the core; bytes in, bytes out.
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{mpsc, Arc, Mutex};
 
 use prost::Message;
 use pyo3::exceptions::PyValueError;
@@ -16,6 +17,7 @@ use crate::detach::run_detached;
 use crate::dict_trace::Chunk;
 use crate::errors::{internal_error, to_exception, PyCoreError};
 use crate::jsonl::{check_range, PyJsonlBlock};
+use crate::lazy_result::LazyGradeResult;
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
 #[pyclass(frozen, get_all, eq, name = "Limits", module = "trajgrade._core")]
@@ -185,7 +187,7 @@ pub struct PyCompiledSuite {
 
 impl PyCompiledSuite {
     /// One chunk graded on the pool, detached.
-    fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<(Chunk, Vec<Vec<u8>>)> {
+    fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<Graded> {
         let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
         run_detached(py, move || {
             let results = grader.grade_traces(&suite, &chunk.traces());
@@ -229,12 +231,13 @@ impl PyCompiledSuite {
 
     /// The public batch path: `items` (`bytes` graded as they are, plain trace dicts encoded
     /// here; any other item becomes `prepare(i, item)`: `bytes` to grade, or anything else as
-    /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's serialized
-    /// `GradeResult`; when i is in `errors` (ascending) it is the core's serialized `ItemError`
-    /// (its field numbered within a chunk) or what `prepare` returned.
+    /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's
+    /// `LazyGradeResult`; when i is in `errors` (ascending) it is the core's serialized
+    /// `ItemError` (its field numbered within a chunk) or what `prepare` returned.
     ///
-    /// Items go to the core in chunks; while one chunk grades on the pool, the next is encoded
-    /// here (that needs the interpreter), so encoding dicts overlaps grading.
+    /// Items go to the core in chunks, graded on the pool by one worker thread per call: while
+    /// it grades one chunk, this thread encodes the next (that needs the interpreter) and turns
+    /// the one before into results, so the Python-side work overlaps grading.
     fn grade_inputs<'py>(
         &self,
         py: Python<'py>,
@@ -245,36 +248,27 @@ impl PyCompiledSuite {
         if items.len() <= INPUT_CHUNK {
             let (chunk, settled) = take_chunk(items, 0, prepare)?;
             let graded = self.grade_chunk(py, chunk)?;
-            out.add(py, 0, graded, settled);
+            out.add(py, 0, graded, settled)?;
             return Ok((out.items, out.errors));
         }
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        let (to_worker, chunks) = mpsc::channel::<Chunk>();
+        let (to_caller, from_worker) = mpsc::channel::<Graded>();
+        let from_worker = Mutex::new(from_worker); // waited on detached; a Receiver is not Sync
         std::thread::scope(|scope| -> PyResult<()> {
-            let mut in_flight: Option<Job<'_, 'py>> = None;
-            let mut start = 0;
-            loop {
-                let next = if start < items.len() {
-                    let (chunk, settled) = take_chunk(items, start, prepare)?;
-                    let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
-                    let job = scope.spawn(move || {
-                        let results = grader.grade_traces(&suite, &chunk.traces());
-                        (chunk, results)
-                    });
-                    Some((start, job, settled))
-                } else {
-                    None
-                };
-                if let Some((at, job, settled)) = in_flight.take() {
-                    let graded = py.detach(|| job.join()).map_err(|_| internal_error("panic"))?;
-                    out.add(py, at, graded, settled);
-                }
-                match next {
-                    Some((at, job, settled)) => {
-                        start = at + INPUT_CHUNK;
-                        in_flight = Some((at, job, settled));
+            let worker = scope.spawn(move || {
+                for chunk in chunks {
+                    let results = grader.grade_traces(&suite, &chunk.traces());
+                    if to_caller.send((chunk, results)).is_err() {
+                        return;
                     }
-                    None => return Ok(()),
                 }
-            }
+            });
+            let fed = feed(py, items, prepare, &mut out, &to_worker, &from_worker);
+            drop(to_worker); // the worker ends once the chunks sent are graded
+            let joined = py.detach(|| worker.join());
+            fed?;
+            joined.map_err(|_| internal_error("panic"))
         })?;
         Ok((out.items, out.errors))
     }
@@ -282,6 +276,36 @@ impl PyCompiledSuite {
     fn __repr__(&self) -> String {
         format!("CompiledSuite(suite_id={:?})", self.suite.id())
     }
+}
+
+/// Sends `items` to the worker chunk by chunk and takes each graded chunk back into `out`, one
+/// chunk behind.
+fn feed<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyList>,
+    prepare: &Bound<'py, PyAny>,
+    out: &mut Outcomes<'py>,
+    to_worker: &mpsc::Sender<Chunk>,
+    from_worker: &Mutex<mpsc::Receiver<Graded>>,
+) -> PyResult<()> {
+    let worker_gone = || internal_error("the grading thread stopped");
+    let mut in_flight: Option<(usize, Vec<Bound<'py, PyAny>>)> = None;
+    for start in (0..items.len()).step_by(INPUT_CHUNK).map(Some).chain([None]) {
+        let next = match start {
+            Some(start) => {
+                let (chunk, settled) = take_chunk(items, start, prepare)?;
+                to_worker.send(chunk).map_err(|_| worker_gone())?;
+                Some((start, settled))
+            }
+            None => None,
+        };
+        if let Some((at, settled)) = in_flight.take() {
+            let received = py.detach(|| from_worker.lock().ok().and_then(|rx| rx.recv().ok()));
+            out.add(py, at, received.ok_or_else(worker_gone)?, settled)?;
+        }
+        in_flight = next;
+    }
+    Ok(())
 }
 
 /// `items[start..start + INPUT_CHUNK]` as a chunk, with what `prepare` settled, in order.
@@ -304,9 +328,8 @@ fn take_chunk<'py>(
     Ok((chunk, settled))
 }
 
-/// A chunk grading on its own thread: its first item, the thread, what `prepare` settled.
-type Job<'scope, 'py> =
-    (usize, std::thread::ScopedJoinHandle<'scope, (Chunk, Vec<Vec<u8>>)>, Vec<Bound<'py, PyAny>>);
+/// A chunk and its core outcomes (serialized `TraceOutcome`s), in order.
+type Graded = (Chunk, Vec<Vec<u8>>);
 
 /// `grade_inputs`' answer as it is built, chunk by chunk.
 struct Outcomes<'py> {
@@ -316,27 +339,33 @@ struct Outcomes<'py> {
 
 impl<'py> Outcomes<'py> {
     /// One graded chunk starting at item `start`: its core outcomes and settled items, merged
-    /// back in item order.
+    /// back in item order. A result becomes a `LazyGradeResult` owning the core's buffer.
     fn add(
         &mut self,
         py: Python<'py>,
         start: usize,
-        (chunk, results): (Chunk, Vec<Vec<u8>>),
+        (chunk, results): Graded,
         settled: Vec<Bound<'py, PyAny>>,
-    ) {
-        let (mut results, mut settled) = (results.iter(), settled.into_iter());
+    ) -> PyResult<()> {
+        let (mut results, mut settled) = (results.into_iter(), settled.into_iter());
         for (i, was_graded) in (start..).zip(chunk.graded()) {
             if !was_graded {
                 self.errors.push(i);
                 self.items.extend(settled.next());
                 continue;
             }
-            let (number, value) = results.next().map_or((0, &[][..]), |o| outcome_value(o));
-            if number != OUTCOME_RESULT {
+            let mut outcome = results.next().unwrap_or_default();
+            let (number, value) = outcome_value(&outcome);
+            if number == OUTCOME_RESULT {
+                outcome.truncate(value.end);
+                let result = LazyGradeResult::from_buffer(outcome, value.start);
+                self.items.push(Bound::new(py, result)?.into_any());
+            } else {
                 self.errors.push(i);
+                self.items.push(PyBytes::new(py, &outcome[value]).into_any());
             }
-            self.items.push(PyBytes::new(py, value).into_any());
         }
+        Ok(())
     }
 }
 
@@ -347,8 +376,8 @@ const INPUT_CHUNK: usize = 512;
 const OUTCOME_RESULT: u64 = 1;
 
 /// The one field of a serialized `TraceOutcome` (the core writes exactly one): its number and
-/// value bytes.
-fn outcome_value(outcome: &[u8]) -> (u64, &[u8]) {
+/// where its value lies.
+fn outcome_value(outcome: &[u8]) -> (u64, Range<usize>) {
     let mut pos = 0;
     let mut read = || {
         let mut value = 0u64;
@@ -365,7 +394,7 @@ fn outcome_value(outcome: &[u8]) -> (u64, &[u8]) {
     let key = read();
     let len = read() as usize;
     let start = pos.min(outcome.len());
-    (key >> 3, &outcome[start..(start + len).min(outcome.len())])
+    (key >> 3, start..(start + len).min(outcome.len()))
 }
 
 /// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.

@@ -4,6 +4,7 @@ mod dict_trace;
 mod errors;
 mod grader;
 mod jsonl;
+mod lazy_result;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
 // short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
@@ -22,6 +23,8 @@ mod _core {
     use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
     use crate::jsonl::{split_jsonl, PyBlockMark, PyJsonlBlock};
+    #[pymodule_export]
+    use crate::lazy_result::LazyGradeResult;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
