@@ -433,7 +433,11 @@ pub fn parse_field(text: &str, field: &str, c: &mut Compiler<'_>) -> Option<Valu
 
 /// Validates a `Tolerance` found at `field` (`abs`, `rel` not negative or NaN; `paths` as
 /// ignore paths); `None` when it is invalid (problems go to `c`) or tolerates nothing.
-pub fn compile_tolerance(t: &pb::Tolerance, field: &str, c: &mut Compiler<'_>) -> Option<Tolerance> {
+pub fn compile_tolerance(
+    t: &pb::Tolerance,
+    field: &str,
+    c: &mut Compiler<'_>,
+) -> Option<Tolerance> {
     let before = c.problem_count();
     for (name, value) in [("abs", t.abs), ("rel", t.rel)] {
         if value.is_nan() || value < 0.0 {

@@ -27,7 +27,11 @@ impl RefCall {
 
     /// `closest is call N: <difference>` among the calls of this tool in `range`, when they
     /// failed this reference call only on their arguments.
-    pub(super) fn closest(&self, t: &TraceView<'_>, range: std::ops::Range<usize>) -> Option<String> {
+    pub(super) fn closest(
+        &self,
+        t: &TraceView<'_>,
+        range: std::ops::Range<usize>,
+    ) -> Option<String> {
         let named = range.filter(|&i| t.calls()[i].name == self.name);
         self.args.closest_reason(t, named)
     }
@@ -245,7 +249,10 @@ pub(super) fn compile_reference(
         let mode = match mode_of(o.args) {
             MatchMode::Unspecified => None,
             MatchMode::Regex => {
-                later.problem(format!("{at}.args"), "MATCH_MODE_REGEX is not a trajectory args mode");
+                later.problem(
+                    format!("{at}.args"),
+                    "MATCH_MODE_REGEX is not a trajectory args mode",
+                );
                 None
             }
             other => Some(other),

@@ -104,8 +104,10 @@ impl ScoreCheck {
         for (k, r) in m.reference.iter().enumerate() {
             by_turn.entry(r.turn.max(1)).or_default().push(k);
         }
-        let turns =
-            by_turn.into_iter().map(|(turn, refs)| (turn, Part::new(refs, m, &reference))).collect();
+        let turns = by_turn
+            .into_iter()
+            .map(|(turn, refs)| (turn, Part::new(refs, m, &reference)))
+            .collect();
         Some(ScoreCheck { reference, whole, turns, metric, min_score })
     }
 
@@ -183,7 +185,8 @@ impl Check for ScoreCheck {
             Some(part) => Some(self.score(t, part)),
             None if t.is_empty() => None,
             None => {
-                let empty = Part { refs: Vec::new(), lefts: Lefts::default(), compares_args: false };
+                let empty =
+                    Part { refs: Vec::new(), lefts: Lefts::default(), compares_args: false };
                 Some(self.score(t, &empty))
             }
         }
@@ -191,7 +194,7 @@ impl Check for ScoreCheck {
 }
 
 /// The canonical longest common subsequence of the part's reference calls and the calls
-/// (§12 ORDERED_F1): among the longest, the one whose vector of call positions, in reference
+/// (§12 `ORDERED_F1`): among the longest, the one whose vector of call positions, in reference
 /// order, is lexicographically smallest. For each reference call of the part, its call.
 ///
 /// `L[i][j]`, the length of a longest common subsequence of references `i..` and calls `j..`,
@@ -201,23 +204,23 @@ impl Check for ScoreCheck {
 /// reference `i` it matches leaves `L[i+1][j+1]` equal to the length still needed (an earlier
 /// reference leaves a superset of choices). O(R * A) time, metered per row.
 fn ordered_pairing(side: &Side<'_>, t: &TraceView<'_>) -> Option<Vec<Option<usize>>> {
-    let (r, a) = (side.part.refs.len(), t.len());
+    let (n_refs, n_calls) = (side.part.refs.len(), t.len());
     let mut meter = Meter::new(t.work());
     let edges = Bits::edges(side, t, &mut meter)?;
-    let table = Lengths::new(&edges, r, a, &mut meter)?;
-    let mut out = vec![None; r];
-    let (mut i, mut j) = (0, 0);
+    let table = Lengths::new(&edges, n_refs, n_calls, &mut meter)?;
+    let mut out = vec![None; n_refs];
+    let (mut next_ref, mut call) = (0, 0);
     let mut need = table.get(0, 0);
-    while need > 0 && j < a {
+    while need > 0 && call < n_calls {
         meter.tick(1)?;
-        let first = (i..r).find(|&k| edges.get(k, j));
-        meter.tick((first.unwrap_or(r) - i) as u64)?;
-        if let Some(k) = first.filter(|&k| table.get(k + 1, j + 1) + 1 == need) {
-            out[k] = Some(j);
-            i = k + 1;
+        let first = (next_ref..n_refs).find(|&k| edges.get(k, call));
+        meter.tick((first.unwrap_or(n_refs) - next_ref) as u64)?;
+        if let Some(k) = first.filter(|&k| table.get(k + 1, call + 1) + 1 == need) {
+            out[k] = Some(call);
+            next_ref = k + 1;
             need -= 1;
         }
-        j += 1;
+        call += 1;
     }
     Some(out)
 }
@@ -245,26 +248,26 @@ impl Bits {
     /// Which reference call of the part matches which call; identical reference calls share
     /// one comparison per call.
     fn edges(side: &Side<'_>, t: &TraceView<'_>, meter: &mut Meter<'_>) -> Option<Bits> {
-        let (r, a) = (side.part.refs.len(), t.len());
-        let mut e = Bits::new(r, a);
+        let (n_refs, n_calls) = (side.part.refs.len(), t.len());
+        let mut out = Bits::new(n_refs, n_calls);
         let mut class_row: Vec<Option<usize>> = vec![None; side.part.lefts.n_classes()];
-        for k in 0..r {
-            meter.tick(a as u64)?;
+        for k in 0..n_refs {
+            meter.tick(n_calls as u64)?;
             let class = side.part.lefts.class[k] as usize;
             if let Some(src) = class_row[class] {
-                let w = e.words;
-                e.bits.copy_within(src * w..(src + 1) * w, k * w);
+                let w = out.words;
+                out.bits.copy_within(src * w..(src + 1) * w, k * w);
                 continue;
             }
-            let rc = side.at(k);
-            for j in 0..a {
-                if rc.matches(t, j) {
-                    e.set(k, j);
+            let reference = side.at(k);
+            for call in 0..n_calls {
+                if reference.matches(t, call) {
+                    out.set(k, call);
                 }
             }
             class_row[class] = Some(k);
         }
-        Some(e)
+        Some(out)
     }
 }
 
@@ -337,8 +340,40 @@ fn list_items(items: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::list_items;
+    use super::{list_items, ScoreCheck};
     use crate::assertions::testing::run;
+    use crate::assertions::Check;
+    use crate::limits::Limits;
+    use crate::proto::v1::{ToolCall, Trace, TrajectoryScore};
+    use crate::suite::Compiler;
+    use crate::trace::TraceView;
+
+    #[test]
+    fn per_turn_compares_a_turn_with_its_own_reference_calls() {
+        let m: TrajectoryScore = serde_json::from_str(
+            r#"{"reference":[{"name":"a"},{"name":"b","turn":2},{"name":"c","turn":2}]}"#,
+        )
+        .expect("decodes");
+        let limits = Limits::default();
+        let mut c = Compiler::new(&limits);
+        let k = ScoreCheck::compile(&m, "assertions[0].trajectory_score", &mut c).expect("valid");
+        let turn = |names: &[&str], turn: u32| {
+            let trace = Trace {
+                calls: names
+                    .iter()
+                    .map(|&n| ToolCall { name: n.to_owned(), ..ToolCall::default() })
+                    .collect(),
+                ..Trace::default()
+            };
+            k.check_turn(&TraceView::new(&trace, &limits), turn).map(|o| (o.pass, o.score()))
+        };
+        assert_eq!(turn(&["a"], 1), Some((true, 1.0)));
+        assert_eq!(turn(&["a"], 0), Some((true, 1.0)), "turn 0 reads as 1");
+        assert_eq!(turn(&["b"], 2), Some((false, 0.6667)));
+        assert_eq!(turn(&[], 3), None, "no calls and no reference calls: skipped");
+        assert_eq!(turn(&["z"], 3), Some((false, 0.0)), "calls where none are expected");
+        assert_eq!(turn(&[], 2), Some((false, 0.0)));
+    }
 
     fn names(calls: &[&'static str]) -> Vec<(&'static str, Option<&'static str>)> {
         calls.iter().map(|&n| (n, None)).collect()

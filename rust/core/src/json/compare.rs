@@ -20,8 +20,10 @@ pub enum Mode {
 /// down, so a tolerance limited to key paths knows where it applies.
 pub trait NumberRule: Sized {
     /// The rule under object key `k`.
+    #[must_use]
     fn key(&self, k: &Str) -> Self;
     /// The rule for an array element.
+    #[must_use]
     fn element(&self) -> Self;
     /// Deep equality at this position.
     fn equal(&self, e: &Value, a: &Value) -> bool;
@@ -33,17 +35,17 @@ pub trait NumberRule: Sized {
 pub struct Exact;
 
 impl NumberRule for Exact {
-    #[inline(always)]
+    #[inline]
     fn key(&self, _: &Str) -> Self {
         Exact
     }
 
-    #[inline(always)]
+    #[inline]
     fn element(&self) -> Self {
         Exact
     }
 
-    #[inline(always)]
+    #[inline]
     fn equal(&self, e: &Value, a: &Value) -> bool {
         e == a
     }
