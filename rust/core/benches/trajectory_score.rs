@@ -1,4 +1,4 @@
-//! `trajectory_score` F1 and ORDERED_F1 against v1 `trajectory_match` with the same reference,
+//! `trajectory_score` F1 and `ORDERED_F1` against v1 `trajectory_match` with the same reference,
 //! on the 20-call workload traces (benches/workload.rs), in one run: the issue's bound is at
 //! most 2x. `cargo bench -p trajgrade-core --bench trajectory_score`.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -16,9 +16,17 @@ fn suites() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (label, reference) in [("names", NAMES), ("args", ARGS)] {
         let rows = [
-            ("trajectory_match_superset", "trajectory_match", r#""mode":"TRAJECTORY_MODE_SUPERSET""#),
+            (
+                "trajectory_match_superset",
+                "trajectory_match",
+                r#""mode":"TRAJECTORY_MODE_SUPERSET""#,
+            ),
             ("trajectory_score_f1", "trajectory_score", r#""metric":"SCORE_METRIC_F1""#),
-            ("trajectory_score_ordered_f1", "trajectory_score", r#""metric":"SCORE_METRIC_ORDERED_F1""#),
+            (
+                "trajectory_score_ordered_f1",
+                "trajectory_score",
+                r#""metric":"SCORE_METRIC_ORDERED_F1""#,
+            ),
         ];
         for (row, kind, option) in rows {
             let json = format!(r#"{{"assertions":[{{"{kind}":{{{option},{reference}}}}}]}}"#);

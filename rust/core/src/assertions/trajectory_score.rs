@@ -3,6 +3,7 @@
 //! the canonical longest common subsequence; rounded to 4 decimals and compared with
 //! `min_score`.
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use super::trajectory::{compile_reference, RefCall};
 use super::{pos, Check, Outcome};
@@ -133,30 +134,40 @@ impl ScoreCheck {
         for &i in paired.iter().flatten() {
             taken[i] = true;
         }
-        let extra: Vec<usize> = (0..a).filter(|&i| !taken[i]).collect();
-        let mut why = vec![format!(
-            "score {score} < {}: matched {m} of {r} reference calls{}",
-            self.min_score,
-            if self.metric == ScoreMetric::OrderedF1 { " in order" } else { "" }
-        )];
-        let unmatched: Vec<String> = paired
+        let extra: Vec<u32> = (0..a).filter(|&i| !taken[i]).map(pos).collect();
+        // One string, written in place: a failing score is the common case of a report-only
+        // assertion, so its reason should cost little.
+        let mut why = String::with_capacity(160);
+        let in_order = if self.metric == ScoreMetric::OrderedF1 { " in order" } else { "" };
+        let _ = write!(
+            why,
+            "score {score} < {}: matched {m} of {r} reference calls{in_order}",
+            self.min_score
+        );
+        let unmatched: Vec<(usize, &str)> = paired
             .iter()
             .enumerate()
             .filter(|(_, p)| p.is_none())
-            .map(|(k, _)| format!("{} {}", part.refs[k] + 1, side.at(k).name))
+            .map(|(k, _)| (part.refs[k] + 1, side.at(k).name.as_str()))
             .collect();
         if !unmatched.is_empty() {
-            let noun = if unmatched.len() == 1 { "reference" } else { "references" };
-            why.push(format!("unmatched {noun} {}", list_items(&unmatched)));
+            why.push_str(if unmatched.len() == 1 {
+                "; unmatched reference "
+            } else {
+                "; unmatched references "
+            });
+            write_items(&mut why, &unmatched);
         }
-        let extra_shown: Vec<String> =
-            extra.iter().map(|&i| format!("{} {}", i + 1, t.calls()[i].name)).collect();
-        if !extra_shown.is_empty() {
-            let noun = if extra_shown.len() == 1 { "call" } else { "calls" };
-            why.push(format!("extra {noun} {}", list_items(&extra_shown)));
+        if !extra.is_empty() {
+            why.push_str(if extra.len() == 1 { "; extra call " } else { "; extra calls " });
+            let shown: Vec<(usize, &str)> = extra
+                .iter()
+                .take(MAX_LISTED + 1)
+                .map(|&p| (p as usize, t.calls()[p as usize - 1].name))
+                .collect();
+            write_items_of(&mut why, &shown, extra.len());
         }
-        Outcome::fail(Reason::ScoreBelowMin, why.join("; "), extra.into_iter().map(pos).collect())
-            .with_score(score)
+        Outcome::fail(Reason::ScoreBelowMin, why, extra).with_score(score)
     }
 
     /// The metric of §12 before rounding, in float64: m pairs, r reference calls, a calls.
@@ -325,22 +336,30 @@ fn stopped() -> Outcome {
 /// At most this many items are named in a reason; the rest are counted.
 const MAX_LISTED: usize = 10;
 
-/// `a`, `a and b`, `a, b and c`; past [`MAX_LISTED`] items, `a, b, ... and 12 more`.
-fn list_items(items: &[String]) -> String {
-    if items.len() > MAX_LISTED {
-        let shown = items[..MAX_LISTED].join(", ");
-        return format!("{shown} and {} more", items.len() - MAX_LISTED);
+/// Writes `2 a`, `2 a and 4 b`, `2 a, 4 b and 5 c` (number and name of each item); past
+/// [`MAX_LISTED`] items, `2 a, 4 b, ... and 12 more`.
+fn write_items(out: &mut String, items: &[(usize, &str)]) {
+    write_items_of(out, &items[..items.len().min(MAX_LISTED + 1)], items.len());
+}
+
+/// [`write_items`] given the first items (at least `MAX_LISTED + 1` of them when there are
+/// more) and the total count.
+fn write_items_of(out: &mut String, first: &[(usize, &str)], total: usize) {
+    let shown = if total > MAX_LISTED { &first[..MAX_LISTED] } else { first };
+    for (k, (n, name)) in shown.iter().enumerate() {
+        if k > 0 {
+            out.push_str(if k + 1 == shown.len() && total <= MAX_LISTED { " and " } else { ", " });
+        }
+        let _ = write!(out, "{n} {name}");
     }
-    match items {
-        [] => String::new(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    if total > MAX_LISTED {
+        let _ = write!(out, " and {} more", total - MAX_LISTED);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{list_items, ScoreCheck};
+    use super::{write_items, ScoreCheck};
     use crate::assertions::testing::run;
     use crate::assertions::Check;
     use crate::limits::Limits;
@@ -381,12 +400,21 @@ mod tests {
 
     #[test]
     fn items_are_listed_like_positions() {
-        let s = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
-        assert_eq!(list_items(&s(&["2 a"])), "2 a");
-        assert_eq!(list_items(&s(&["2 a", "4 b"])), "2 a and 4 b");
-        assert_eq!(list_items(&s(&["2 a", "4 b", "5 c"])), "2 a, 4 b and 5 c");
-        let many: Vec<String> = (1..=12).map(|i| format!("{i} x")).collect();
-        assert!(list_items(&many).ends_with("10 x and 2 more"), "{}", list_items(&many));
+        let list = |items: &[(usize, &str)]| {
+            let mut out = String::new();
+            write_items(&mut out, items);
+            out
+        };
+        assert_eq!(list(&[(2, "a")]), "2 a");
+        assert_eq!(list(&[(2, "a"), (4, "b")]), "2 a and 4 b");
+        assert_eq!(list(&[(2, "a"), (4, "b"), (5, "c")]), "2 a, 4 b and 5 c");
+        let many: Vec<(usize, &str)> = (1..=12).map(|i| (i, "x")).collect();
+        assert_eq!(list(&many[..10]), "1 x, 2 x, 3 x, 4 x, 5 x, 6 x, 7 x, 8 x, 9 x and 10 x");
+        assert_eq!(
+            list(&many[..11]),
+            "1 x, 2 x, 3 x, 4 x, 5 x, 6 x, 7 x, 8 x, 9 x, 10 x and 1 more"
+        );
+        assert!(list(&many).ends_with("10 x and 2 more"), "{}", list(&many));
     }
 
     #[test]
