@@ -244,6 +244,28 @@ fn example_2_trajectory_score() {
 }
 
 #[test]
+fn an_unmatched_reference_points_at_its_closest_call_within_the_tolerance() {
+    let reference =
+        json!([call("lookup", "{}"), call("refund", r#"{"amount": 5000, "currency": "USD"}"#)]);
+    let calls =
+        json!([call("lookup", "{}"), call("refund", r#"{"amount": 5000.4, "currency": "EUR"}"#)]);
+    let s = |overrides: Json| json!({"trajectory_score": {"reference": reference, "overrides": overrides}});
+    let r = grade(&s(json!([])), &calls);
+    assert!(
+        r.reason.ends_with("unmatched reference 2 refund (closest is call 2: $.amount expected 5000, got 5000.4); extra call 2 refund"),
+        "{}",
+        r.reason
+    );
+    // Within the tolerance the amount is no difference; the currency is the first one left.
+    let r = grade(&s(json!([{"tool": "refund", "tolerance": {"abs": 1}}])), &calls);
+    assert!(
+        r.reason.contains(r#"(closest is call 2: $.currency expected "USD", got "EUR")"#),
+        "{}",
+        r.reason
+    );
+}
+
+#[test]
 fn metrics_and_min_score() {
     let calls = ["lookup_account", "log_event", "issue_refund", "log_event"];
     let s = |metric: &str| score(metric, Some(0.0), &calls).score;

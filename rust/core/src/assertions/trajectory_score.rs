@@ -123,40 +123,50 @@ impl ScoreCheck {
         let Some(paired) = paired else {
             return stopped();
         };
-        let (r, a) = (part.refs.len(), t.len());
+        let (n_refs, n_calls) = (part.refs.len(), t.len());
         let m = paired.iter().flatten().count();
-        let score = round4(self.metric_value(m, r, a));
+        let score = round4(self.metric_value(m, n_refs, n_calls));
         if score >= self.min_score {
             return Outcome::pass(paired.iter().flatten().map(|&i| pos(i)).collect())
                 .with_score(score);
         }
-        let mut taken = vec![false; a];
+        let mut taken = vec![false; n_calls];
         for &i in paired.iter().flatten() {
             taken[i] = true;
         }
-        let extra: Vec<u32> = (0..a).filter(|&i| !taken[i]).map(pos).collect();
+        let extra: Vec<u32> = (0..n_calls).filter(|&i| !taken[i]).map(pos).collect();
         // One string, written in place: a failing score is the common case of a report-only
         // assertion, so its reason should cost little.
         let mut why = String::with_capacity(160);
         let in_order = if self.metric == ScoreMetric::OrderedF1 { " in order" } else { "" };
         let _ = write!(
             why,
-            "score {score} < {}: matched {m} of {r} reference calls{in_order}",
+            "score {score} < {}: matched {m} of {n_refs} reference calls{in_order}",
             self.min_score
         );
-        let unmatched: Vec<(usize, &str)> = paired
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.is_none())
-            .map(|(k, _)| (part.refs[k] + 1, side.at(k).name.as_str()))
-            .collect();
+        let unmatched: Vec<usize> =
+            paired.iter().enumerate().filter(|(_, p)| p.is_none()).map(|(k, _)| k).collect();
         if !unmatched.is_empty() {
             why.push_str(if unmatched.len() == 1 {
                 "; unmatched reference "
             } else {
                 "; unmatched references "
             });
-            write_items(&mut why, &unmatched);
+            // A reference call that failed only on its arguments points at its closest call,
+            // as in trajectory_match: `3 issue_refund (closest is call 3: $.amount_cents ...)`.
+            let shown: Vec<(usize, String)> = unmatched
+                .iter()
+                .take(MAX_LISTED + 1)
+                .map(|&k| {
+                    let rc = side.at(k);
+                    let label = match rc.closest(t, 0..n_calls) {
+                        Some(c) => format!("{} ({c})", rc.name),
+                        None => rc.name.clone(),
+                    };
+                    (part.refs[k] + 1, label)
+                })
+                .collect();
+            write_items(&mut why, &shown, unmatched.len());
         }
         if !extra.is_empty() {
             why.push_str(if extra.len() == 1 { "; extra call " } else { "; extra calls " });
@@ -165,7 +175,7 @@ impl ScoreCheck {
                 .take(MAX_LISTED + 1)
                 .map(|&p| (p as usize, t.calls()[p as usize - 1].name))
                 .collect();
-            write_items_of(&mut why, &shown, extra.len());
+            write_items(&mut why, &shown, extra.len());
         }
         Outcome::fail(Reason::ScoreBelowMin, why, extra).with_score(score)
     }
@@ -336,15 +346,10 @@ fn stopped() -> Outcome {
 /// At most this many items are named in a reason; the rest are counted.
 const MAX_LISTED: usize = 10;
 
-/// Writes `2 a`, `2 a and 4 b`, `2 a, 4 b and 5 c` (number and name of each item); past
-/// [`MAX_LISTED`] items, `2 a, 4 b, ... and 12 more`.
-fn write_items(out: &mut String, items: &[(usize, &str)]) {
-    write_items_of(out, &items[..items.len().min(MAX_LISTED + 1)], items.len());
-}
-
-/// [`write_items`] given the first items (at least `MAX_LISTED + 1` of them when there are
-/// more) and the total count.
-fn write_items_of(out: &mut String, first: &[(usize, &str)], total: usize) {
+/// Writes `2 a`, `2 a and 4 b`, `2 a, 4 b and 5 c` (number and label of each item); past
+/// [`MAX_LISTED`] items, `2 a, 4 b, ... and 12 more`. `first` holds the first items (at least
+/// `MAX_LISTED + 1` of them when there are more), `total` counts them all.
+fn write_items<S: std::fmt::Display>(out: &mut String, first: &[(usize, S)], total: usize) {
     let shown = if total > MAX_LISTED { &first[..MAX_LISTED] } else { first };
     for (k, (n, name)) in shown.iter().enumerate() {
         if k > 0 {
@@ -402,7 +407,7 @@ mod tests {
     fn items_are_listed_like_positions() {
         let list = |items: &[(usize, &str)]| {
             let mut out = String::new();
-            write_items(&mut out, items);
+            write_items(&mut out, &items[..items.len().min(11)], items.len());
             out
         };
         assert_eq!(list(&[(2, "a")]), "2 a");
