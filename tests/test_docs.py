@@ -123,12 +123,6 @@ def test_documented_example(example: Example) -> None:
     check(example.expect, as_dict(result), example.where)
 
 
-# SPEC v2 kinds and codes on the wire before the core grades them (the core rejects a suite
-# that uses one); each leaves these sets when its section and example land in assertions.md.
-V2_KINDS_WITHOUT_EXAMPLE = {"trajectory_score"}
-V2_CODES_WITHOUT_EXAMPLE = {"SCORE_BELOW_MIN"}
-
-
 def test_assertions_md_covers_every_kind_and_reason_code() -> None:
     path = REPO / "docs" / "assertions.md"
     found = list(examples(path))
@@ -141,12 +135,12 @@ def test_assertions_md_covers_every_kind_and_reason_code() -> None:
         for kind in assertion
         if kind not in common
     }
-    assert kinds == declared - V2_KINDS_WITHOUT_EXAMPLE
+    assert kinds == declared
     table = _section(path.read_text(encoding="utf-8"), "## Reason codes")
     spec_codes = set(re.findall(r"^\| `([A-Z_]+)` \|", table, re.M))
     shown = {r.get("reason_code", "") for e in found for r in e.expect.get("results", ())}
     shown.discard("")
-    pending = spec_codes - shown - V2_CODES_WITHOUT_EXAMPLE
+    pending = spec_codes - shown
     assert not pending, f"codes without an example: {sorted(pending)}"
     assert len(spec_codes) >= 18
 

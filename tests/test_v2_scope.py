@@ -197,3 +197,29 @@ def test_a_scope_every_call_passes_changes_nothing(
         return
     for g, w in zip(scoped.grade(trace).results, plain.grade(trace).results, strict=True):
         _same_outcome(g, w)
+
+
+def test_per_turn_trajectory_score_scores_each_turn_against_its_reference_calls() -> None:
+    """per_turn around trajectory_score (§11): turn k's calls against the reference calls of turn
+    k; the score is the mean of the turns' F1; a turn below min_score fails the result."""
+    trace = {
+        "id": "t",
+        "calls": [
+            {"name": "a", "turn": 1},
+            {"name": "x", "turn": 1},
+            {"name": "c", "turn": 2},
+        ],
+    }
+    reference = [{"name": "a", "turn": 1}, {"name": "b", "turn": 1}, {"name": "c", "turn": 2}]
+    scored = {"trajectory_score": {"reference": reference, "min_score": 0}}
+    [r] = grade({**scored, "scope": {"per_turn": True}}, trace).results
+    # Turn 1: [a, x] against [a, b], m = 1, F1 = 2/4; turn 2: [c] against [c], F1 = 1.
+    assert (r.status, r.score, list(r.positions)) == (PASS, 0.75, [1, 3])
+    strict = {"trajectory_score": {"reference": reference, "min_score": 0.6}}
+    [r] = grade({**strict, "scope": {"per_turn": True}}, trace).results
+    assert r.status == FAIL and r.reason_code == "SCORE_BELOW_MIN"
+    assert r.reason.startswith("turn 1: score 0.5 < 0.6: matched 1 of 2 reference calls")
+    assert (r.score, list(r.positions)) == (0.75, [2])
+    # Unscoped, the same calls and reference score 2*2/(3+3).
+    [whole] = grade(strict, trace).results
+    assert (whole.status, whole.score) == (PASS, 0.6667)

@@ -4,8 +4,9 @@ use std::fmt::Write;
 
 use crate::json::compare::{self, Mode};
 use crate::json::path::KeyPath;
+use crate::json::tolerance::Tolerance;
 use crate::json::{self, Object, ParseError, Value};
-use crate::proto::v1::{ArgsMatch, MatchMode};
+use crate::proto::v1::{self as pb, ArgsMatch, MatchMode};
 use crate::regex_js::{JsRegex, RegexField};
 use crate::suite::Compiler;
 use crate::trace::{Args, TraceView};
@@ -30,6 +31,8 @@ pub struct Comparison {
     expected: Value,
     ignore: Vec<KeyPath>,
     defaults: Option<Object>,
+    /// Numeric tolerance (§12); `None` compares numbers exactly, on the v1 code path.
+    tolerance: Option<Tolerance>,
 }
 
 /// How one call relates to a matcher.
@@ -85,6 +88,7 @@ impl ArgsMatcher {
                 unused(c, "flags", !m.flags.is_empty(), why);
                 unused(c, "ignore", !m.ignore.is_empty(), why);
                 unused(c, "defaults_json", !m.defaults_json.is_empty(), why);
+                unused(c, "tolerance", m.tolerance.is_some(), why);
                 (c.problem_count() == before).then_some(ArgsMatcher::Ignore)
             }
             MatchMode::Regex => {
@@ -110,6 +114,7 @@ impl ArgsMatcher {
                 }
                 unused(c, "ignore", !m.ignore.is_empty(), why);
                 unused(c, "defaults_json", !m.defaults_json.is_empty(), why);
+                unused(c, "tolerance", m.tolerance.is_some(), why);
                 let regex = regex?;
                 (c.problem_count() == before).then(|| ArgsMatcher::Regex {
                     regex,
@@ -150,9 +155,15 @@ impl ArgsMatcher {
                         None => None,
                     }
                 };
+                let tolerance = m
+                    .tolerance
+                    .as_ref()
+                    .and_then(|t| compile_tolerance(t, &format!("{path}.tolerance"), c));
                 let expected = expected?;
                 (c.problem_count() == before).then(|| {
-                    ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, defaults))
+                    ArgsMatcher::Compare(Comparison::new(
+                        mode, expected, ignore, defaults, tolerance,
+                    ))
                 })
             }
         }
@@ -303,6 +314,7 @@ impl Comparison {
         mut expected: Value,
         ignore: Vec<KeyPath>,
         defaults: Option<Object>,
+        tolerance: Option<Tolerance>,
     ) -> Self {
         if mode == Mode::Exact {
             if let (Some(d), Value::Object(o)) = (&defaults, &mut expected) {
@@ -312,7 +324,7 @@ impl Comparison {
         for p in &ignore {
             p.remove_from(&mut expected);
         }
-        Comparison { mode, expected, ignore, defaults }
+        Comparison { mode, expected, ignore, defaults, tolerance }
     }
 
     /// SUBSET / PARTIAL of an object on call `i`'s text not validated yet: validates it (for
@@ -341,22 +353,34 @@ impl Comparison {
     }
 
     pub fn is_match(&self, actual: &Value) -> bool {
-        compare::matches(&self.expected, &self.prepare(actual), self.mode)
+        self.matches_prepared(&self.prepare(actual))
+    }
+
+    /// Whether `actual`, with defaults and ignore paths already applied, matches.
+    fn matches_prepared(&self, actual: &Value) -> bool {
+        match &self.tolerance {
+            None => compare::matches(&self.expected, actual, self.mode),
+            Some(t) => compare::matches_by(&self.expected, actual, self.mode, &t.root()),
+        }
     }
 
     /// True when the argument text can be compared directly (`json::text`): no ignore paths
-    /// or defaults rewrite the actual side first.
+    /// or defaults rewrite the actual side first, and numbers compare exactly (the text paths
+    /// decide number equality on the decimal text, which a tolerance must not short-circuit).
     pub fn on_text(&self) -> bool {
-        self.ignore.is_empty() && self.defaults.is_none()
+        self.ignore.is_empty() && self.defaults.is_none() && self.tolerance.is_none()
     }
 
     pub fn check(&self, actual: &Value) -> CallMatch<'static> {
         let actual = self.prepare(actual);
-        if compare::matches(&self.expected, &actual, self.mode) {
-            CallMatch::Match
-        } else {
-            CallMatch::Mismatch(compare::diff(&self.expected, &actual, self.mode))
+        if self.matches_prepared(&actual) {
+            return CallMatch::Match;
         }
+        let d = match &self.tolerance {
+            None => compare::diff(&self.expected, &actual, self.mode),
+            Some(t) => compare::diff_by(&self.expected, &actual, self.mode, &t.root()),
+        };
+        CallMatch::Mismatch(d)
     }
 
     /// Applies defaults then ignore paths to the actual side, copying only when they change it.
@@ -405,6 +429,26 @@ pub fn parse_field(text: &str, field: &str, c: &mut Compiler<'_>) -> Option<Valu
             None
         }
     }
+}
+
+/// Validates a `Tolerance` found at `field` (`abs`, `rel` not negative or NaN; `paths` as
+/// ignore paths); `None` when it is invalid (problems go to `c`) or tolerates nothing.
+pub fn compile_tolerance(
+    t: &pb::Tolerance,
+    field: &str,
+    c: &mut Compiler<'_>,
+) -> Option<Tolerance> {
+    let before = c.problem_count();
+    for (name, value) in [("abs", t.abs), ("rel", t.rel)] {
+        if value.is_nan() || value < 0.0 {
+            c.problem(format!("{field}.{name}"), format!("{name} must be >= 0, got {value}"));
+        }
+    }
+    let paths = compile_paths(&t.paths, &format!("{field}.paths"), c);
+    if c.problem_count() != before {
+        return None;
+    }
+    Tolerance::new(t.abs, t.rel, paths)
 }
 
 /// Compiles ignore paths found at `field` (`field[i]` names each problem).

@@ -1,7 +1,8 @@
 //! Enum fields of a suite hold values the proto defines: an unknown number (a newer client, a
 //! typo in hand-written bytes) is a suite problem with its field path, never read as a default.
 use crate::proto::v1::{
-    assertion, ArgsMatch, Assertion, MatchMode, Quantifier, SequenceMode, Severity, TrajectoryMode,
+    assertion, ArgsMatch, Assertion, MatchMode, Quantifier, ScoreMetric, SequenceMode, Severity,
+    TrajectoryMode,
 };
 use crate::suite::Compiler;
 
@@ -30,6 +31,14 @@ pub fn check(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
             for (k, o) in m.overrides.iter().enumerate() {
                 known::<MatchMode>(o.args, "MatchMode", || format!("{at}.overrides[{k}].args"), c);
             }
+        }
+        Some(K::TrajectoryScore(m)) => {
+            let at = format!("{path}.trajectory_score");
+            known::<MatchMode>(m.args, "MatchMode", || format!("{at}.args"), c);
+            for (k, o) in m.overrides.iter().enumerate() {
+                known::<MatchMode>(o.args, "MatchMode", || format!("{at}.overrides[{k}].args"), c);
+            }
+            known::<ScoreMetric>(m.metric, "ScoreMetric", || format!("{at}.metric"), c);
         }
         _ => {}
     }

@@ -21,6 +21,7 @@ pub mod tool_called;
 pub mod tool_count;
 pub mod tool_list;
 pub mod trajectory;
+pub mod trajectory_score;
 
 /// The base (un-negated) result of one assertion on one trace.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,6 +95,7 @@ pub enum Kind {
     Efficiency(efficiency::Efficiency),
     Grounding(grounding::Grounding),
     Trajectory(trajectory::Trajectory),
+    TrajectoryScore(trajectory_score::ScoreCheck),
     Expression(expression::ExpressionCheck),
     Duration(duration::Duration),
     Budget(budget::Budget),
@@ -113,6 +115,7 @@ impl Check for Kind {
             Kind::Efficiency(k) => k.check(t),
             Kind::Grounding(k) => k.check(t),
             Kind::Trajectory(k) => k.check(t),
+            Kind::TrajectoryScore(k) => k.check(t),
             Kind::Expression(k) => k.check(t),
             Kind::Duration(k) => k.check(t),
             Kind::Budget(k) => k.check(t),
@@ -134,6 +137,7 @@ impl Check for Kind {
             Kind::Efficiency(k) => k.check_turn(t, turn),
             Kind::Grounding(k) => k.check_turn(t, turn),
             Kind::Trajectory(k) => k.check_turn(t, turn),
+            Kind::TrajectoryScore(k) => k.check_turn(t, turn),
             Kind::Expression(k) => k.check_turn(t, turn),
             Kind::Duration(k) => k.check_turn(t, turn),
             Kind::Budget(k) => k.check_turn(t, turn),
@@ -153,6 +157,7 @@ impl Check for Kind {
             Kind::Efficiency(k) => k.reference_turns(),
             Kind::Grounding(k) => k.reference_turns(),
             Kind::Trajectory(k) => k.reference_turns(),
+            Kind::TrajectoryScore(k) => k.reference_turns(),
             Kind::Expression(k) => k.reference_turns(),
             Kind::Duration(k) => k.reference_turns(),
             Kind::Budget(k) => k.reference_turns(),
@@ -233,9 +238,12 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
             let k = budget::Budget::compile(m, &format!("{path}.budget"), c)?;
             (Kind::Budget(k), "budget".to_owned(), false)
         }
-        K::TrajectoryScore(_) => return not_yet(c, path, "trajectory_score"),
+        K::TrajectoryScore(m) => {
+            let at = format!("{path}.trajectory_score");
+            let k = trajectory_score::ScoreCheck::compile(m, &at, c)?;
+            (Kind::TrajectoryScore(k), "trajectory_score".to_owned(), false)
+        }
     };
-    v2_options_not_yet(a, path, c);
     let severity = match Severity::try_from(a.severity) {
         Ok(Severity::Hard) => Severity::Hard,
         Ok(Severity::Soft) => Severity::Soft,
@@ -262,42 +270,6 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
         weight,
         report_only: a.report_only,
     })
-}
-
-/// A SPEC v2 kind this build does not grade yet: rejected at its field, never ignored.
-fn not_yet(c: &mut Compiler<'_>, path: &str, field: &str) -> Option<CompiledAssertion> {
-    c.problem(format!("{path}.{field}"), format!("{field} (SPEC v2) is not supported yet"));
-    None
-}
-
-/// SPEC v2 options this build does not grade yet: each rejected at its field path.
-fn v2_options_not_yet(a: &Assertion, path: &str, c: &mut Compiler<'_>) {
-    use crate::proto::v1::ArgsMatch;
-    use assertion::Kind as K;
-    let mut reject = |field: String| {
-        c.problem(field, "this SPEC v2 option is not supported yet");
-    };
-    let tolerant = |m: Option<&ArgsMatch>| m.is_some_and(|m| m.tolerance.is_some());
-    match &a.kind {
-        Some(K::ToolCallArgs(m)) if tolerant(m.r#match.as_ref()) => {
-            reject(format!("{path}.tool_call_args.match.tolerance"));
-        }
-        Some(K::ToolSequence(m)) => {
-            for (j, step) in m.steps.iter().enumerate() {
-                if tolerant(step.r#match.as_ref()) {
-                    reject(format!("{path}.tool_sequence.steps[{j}].match.tolerance"));
-                }
-            }
-        }
-        Some(K::TrajectoryMatch(m)) => {
-            for (k, o) in m.overrides.iter().enumerate() {
-                if o.tolerance.is_some() {
-                    reject(format!("{path}.trajectory_match.overrides[{k}].tolerance"));
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Lists positions for a reason: `1, 3 and 4`.
@@ -362,31 +334,15 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
-mod v2_pending_tests {
+mod v2_weight_tests {
     use super::testing::{rejected_field, suite};
 
     #[test]
-    fn v2_kinds_and_options_not_graded_yet_are_rejected_at_their_field() {
+    fn invalid_weights_are_rejected_at_their_field() {
         for (assertion, field) in [
-            (
-                r#"{"trajectory_score":{"reference":[{"name":"a"}]}}"#,
-                "assertions[0].trajectory_score",
-            ),
             (r#"{"tool_called":{"tool":"a"},"weight":-1}"#, "assertions[0].weight"),
             (r#"{"tool_called":{"tool":"a"},"weight":"NaN"}"#, "assertions[0].weight"),
             (r#"{"tool_called":{"tool":"a"},"weight":"Infinity"}"#, "assertions[0].weight"),
-            (
-                r#"{"tool_call_args":{"tool":"a","match":{"tolerance":{"abs":1}}}}"#,
-                "assertions[0].tool_call_args.match.tolerance",
-            ),
-            (
-                r#"{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"a","match":{"tolerance":{}}}]}}"#,
-                "assertions[0].tool_sequence.steps[1].match.tolerance",
-            ),
-            (
-                r#"{"trajectory_match":{"reference":[{"name":"a"}],"overrides":[{"tool":"a","tolerance":{}}]}}"#,
-                "assertions[0].trajectory_match.overrides[0].tolerance",
-            ),
         ] {
             assert_eq!(rejected_field(assertion), field, "{assertion}");
         }

@@ -3,33 +3,38 @@
 use std::collections::HashMap;
 
 use super::{list_positions, Check, Outcome};
-use crate::args::{compile_paths, parse_field, ArgsMatcher, Comparison};
+use crate::args::{compile_paths, compile_tolerance, parse_field, ArgsMatcher, Comparison};
 use crate::error::Reason;
 use crate::json::compare::Mode;
 use crate::json::path::KeyPath;
+use crate::json::tolerance::Tolerance;
 use crate::json::Value;
 use crate::matching::{self, CallLefts, Calls, Lefts, Meter};
-use crate::proto::v1::{MatchMode, ToolCall, TrajectoryMatch, TrajectoryMode};
+use crate::proto::v1::{MatchMode, ToolCall, ToolOverride, TrajectoryMatch, TrajectoryMode};
 use crate::scope::turn_of;
 use crate::suite::Compiler;
 use crate::trace::TraceView;
 
 #[derive(Clone, Debug)]
-struct RefCall {
-    name: String,
-    args: ArgsMatcher,
+pub(super) struct RefCall {
+    pub(super) name: String,
+    pub(super) args: ArgsMatcher,
     /// 1-based place in the suite's `reference` (reasons name it, also under `per_turn`).
-    number: usize,
+    pub(super) number: usize,
 }
 
 impl RefCall {
-    fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
+    pub(super) fn matches(&self, t: &TraceView<'_>, i: usize) -> bool {
         t.calls()[i].name == self.name && self.args.is_match(t, i)
     }
 
     /// `closest is call N: <difference>` among the calls of this tool in `range`, when they
     /// failed this reference call only on their arguments.
-    fn closest(&self, t: &TraceView<'_>, range: std::ops::Range<usize>) -> Option<String> {
+    pub(super) fn closest(
+        &self,
+        t: &TraceView<'_>,
+        range: std::ops::Range<usize>,
+    ) -> Option<String> {
         let named = range.filter(|&i| t.calls()[i].name == self.name);
         self.args.closest_reason(t, named)
     }
@@ -72,6 +77,7 @@ impl CallLefts for Trajectory {
 struct Override {
     mode: Option<MatchMode>,
     ignore: Vec<KeyPath>,
+    tolerance: Option<Tolerance>,
 }
 
 fn mode_of(raw: i32) -> MatchMode {
@@ -81,74 +87,9 @@ fn mode_of(raw: i32) -> MatchMode {
 impl Trajectory {
     pub fn compile(m: &TrajectoryMatch, path: &str, c: &mut Compiler<'_>) -> Option<Self> {
         let before = c.problem_count();
-        let base_mode = mode_of(m.args);
-        // Overrides are validated first (the references depend on them) but reported after the
-        // reference and args problems, in field order.
-        let mut later = Compiler::new(c.limits);
-        if base_mode == MatchMode::Regex {
-            later.problem(format!("{path}.args"), "MATCH_MODE_REGEX is not a trajectory args mode");
-        }
-        let mut overrides: HashMap<&str, Override> = HashMap::new();
-        for (i, o) in m.overrides.iter().enumerate() {
-            let at = format!("{path}.overrides[{i}]");
-            if o.tool.is_empty() {
-                later.problem(format!("{at}.tool"), "tool is required");
-                continue;
-            }
-            if overrides.contains_key(o.tool.as_str()) {
-                later.problem(format!("{at}.tool"), format!("a second override for {}", o.tool));
-                continue;
-            }
-            let mode = match mode_of(o.args) {
-                MatchMode::Unspecified => None,
-                MatchMode::Regex => {
-                    later.problem(
-                        format!("{at}.args"),
-                        "MATCH_MODE_REGEX is not a trajectory args mode",
-                    );
-                    None
-                }
-                other => Some(other),
-            };
-            let ignore = compile_paths(&o.ignore, &format!("{at}.ignore"), &mut later);
-            overrides.insert(&o.tool, Override { mode, ignore });
-        }
-
-        if m.reference.is_empty() {
-            c.problem(format!("{path}.reference"), "reference needs at least one call");
-        }
-        let mut reference = Vec::with_capacity(m.reference.len());
-        for (i, r) in m.reference.iter().enumerate() {
-            let at = format!("{path}.reference[{i}]");
-            if r.name.is_empty() {
-                c.problem(format!("{at}.name"), "name is required");
-                continue;
-            }
-            let o = overrides.get(r.name.as_str());
-            let mode = o.and_then(|o| o.mode).unwrap_or(base_mode);
-            let args = match (&r.arguments_json, mode) {
-                // A reference call without arguments constrains only the name (§9.15).
-                (None, _) | (_, MatchMode::Ignore | MatchMode::Regex) => ArgsMatcher::Ignore,
-                (Some(text), mode) => {
-                    let field = format!("{at}.arguments_json");
-                    let Some(expected) = parse_field(text, &field, c) else { continue };
-                    let mode = match mode {
-                        MatchMode::Subset => Mode::Subset,
-                        MatchMode::Partial => Mode::Partial,
-                        _ => Mode::Exact,
-                    };
-                    if mode == Mode::Subset && !matches!(expected, Value::Object(_)) {
-                        c.problem(field, "MATCH_MODE_SUBSET needs a JSON object");
-                        continue;
-                    }
-                    let ignore = o.map(|o| o.ignore.clone()).unwrap_or_default();
-                    ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, None))
-                }
-            };
-            reference.push(RefCall { name: r.name.clone(), args, number: i + 1 });
-        }
-        c.absorb(later);
+        let reference = compile_reference(&m.reference, m.args, &m.overrides, path, c);
         let mode = TrajectoryMode::try_from(m.mode).unwrap_or(TrajectoryMode::Unspecified);
+        let reference = reference?;
         if c.problem_count() != before {
             return None;
         }
@@ -325,6 +266,98 @@ impl Trajectory {
             unmatched.iter().map(|&i| t.pos(i)).collect(),
         )
     }
+}
+
+/// Compiles the reference calls of a `trajectory_match` or `trajectory_score` at `path`, with
+/// the assertion's `args` mode and per-tool `overrides` (§9.15, §12 tolerance); `None` when
+/// something is invalid (every problem goes to `c`, in field order).
+pub(super) fn compile_reference(
+    reference: &[ToolCall],
+    args: i32,
+    overrides: &[ToolOverride],
+    path: &str,
+    c: &mut Compiler<'_>,
+) -> Option<Vec<RefCall>> {
+    let before = c.problem_count();
+    let base_mode = mode_of(args);
+    // Overrides are validated first (the references depend on them) but reported after the
+    // reference and args problems, in field order.
+    let mut later = Compiler::new(c.limits);
+    if base_mode == MatchMode::Regex {
+        later.problem(format!("{path}.args"), "MATCH_MODE_REGEX is not a trajectory args mode");
+    }
+    let mut by_tool: HashMap<&str, Override> = HashMap::new();
+    for (i, o) in overrides.iter().enumerate() {
+        let at = format!("{path}.overrides[{i}]");
+        if o.tool.is_empty() {
+            later.problem(format!("{at}.tool"), "tool is required");
+            continue;
+        }
+        if by_tool.contains_key(o.tool.as_str()) {
+            later.problem(format!("{at}.tool"), format!("a second override for {}", o.tool));
+            continue;
+        }
+        let mode = match mode_of(o.args) {
+            MatchMode::Unspecified => None,
+            MatchMode::Regex => {
+                later.problem(
+                    format!("{at}.args"),
+                    "MATCH_MODE_REGEX is not a trajectory args mode",
+                );
+                None
+            }
+            other => Some(other),
+        };
+        let ignore = compile_paths(&o.ignore, &format!("{at}.ignore"), &mut later);
+        let tolerance = o.tolerance.as_ref().and_then(|t| {
+            let field = format!("{at}.tolerance");
+            let effective = mode.unwrap_or(base_mode);
+            if matches!(effective, MatchMode::Ignore | MatchMode::Regex) {
+                let name = effective.as_str_name();
+                later.problem(field, format!("tolerance is not used with {name}"));
+                return None;
+            }
+            compile_tolerance(t, &field, &mut later)
+        });
+        by_tool.insert(&o.tool, Override { mode, ignore, tolerance });
+    }
+
+    if reference.is_empty() {
+        c.problem(format!("{path}.reference"), "reference needs at least one call");
+    }
+    let mut out = Vec::with_capacity(reference.len());
+    for (i, r) in reference.iter().enumerate() {
+        let at = format!("{path}.reference[{i}]");
+        if r.name.is_empty() {
+            c.problem(format!("{at}.name"), "name is required");
+            continue;
+        }
+        let o = by_tool.get(r.name.as_str());
+        let mode = o.and_then(|o| o.mode).unwrap_or(base_mode);
+        let args = match (&r.arguments_json, mode) {
+            // A reference call without arguments constrains only the name (§9.15).
+            (None, _) | (_, MatchMode::Ignore | MatchMode::Regex) => ArgsMatcher::Ignore,
+            (Some(text), mode) => {
+                let field = format!("{at}.arguments_json");
+                let Some(expected) = parse_field(text, &field, c) else { continue };
+                let mode = match mode {
+                    MatchMode::Subset => Mode::Subset,
+                    MatchMode::Partial => Mode::Partial,
+                    _ => Mode::Exact,
+                };
+                if mode == Mode::Subset && !matches!(expected, Value::Object(_)) {
+                    c.problem(field, "MATCH_MODE_SUBSET needs a JSON object");
+                    continue;
+                }
+                let ignore = o.map(|o| o.ignore.clone()).unwrap_or_default();
+                let tolerance = o.and_then(|o| o.tolerance.clone());
+                ArgsMatcher::Compare(Comparison::new(mode, expected, ignore, None, tolerance))
+            }
+        };
+        out.push(RefCall { name: r.name.clone(), args, number: i + 1 });
+    }
+    c.absorb(later);
+    (c.problem_count() == before).then_some(out)
 }
 
 /// The outcome of a matching the work meter stopped (the grading loop reports the trace's

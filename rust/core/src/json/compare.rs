@@ -15,19 +15,62 @@ pub enum Mode {
     Partial,
 }
 
+/// How numbers compare where a comparison walk stands: exactly (§2) or within a tolerance
+/// (§12, [`Within`](super::tolerance::Within)). `key` and `element` give the rule one level
+/// down, so a tolerance limited to key paths knows where it applies.
+pub trait NumberRule: Sized {
+    /// The rule under object key `k`.
+    #[must_use]
+    fn key(&self, k: &Str) -> Self;
+    /// The rule for an array element.
+    #[must_use]
+    fn element(&self) -> Self;
+    /// Deep equality at this position.
+    fn equal(&self, e: &Value, a: &Value) -> bool;
+}
+
+/// Exact decimal equality, the v1 rule: a zero-sized rule, so the walks compile to what they
+/// were before tolerance existed.
+#[derive(Clone, Copy, Debug)]
+pub struct Exact;
+
+impl NumberRule for Exact {
+    #[inline]
+    fn key(&self, _: &Str) -> Self {
+        Exact
+    }
+
+    #[inline]
+    fn element(&self) -> Self {
+        Exact
+    }
+
+    #[inline]
+    fn equal(&self, e: &Value, a: &Value) -> bool {
+        e == a
+    }
+}
+
 /// True when `actual` satisfies `expected` under `mode` (the fast path: no allocation).
 pub fn matches(expected: &Value, actual: &Value, mode: Mode) -> bool {
+    matches_by(expected, actual, mode, &Exact)
+}
+
+/// [`matches`] with numbers compared by `n`.
+pub fn matches_by<N: NumberRule>(expected: &Value, actual: &Value, mode: Mode, n: &N) -> bool {
     match (mode, expected, actual) {
         (Mode::Subset, Value::Object(e), Value::Object(a)) => {
-            e.iter().all(|(k, ev)| a.get(k).is_some_and(|av| av == ev))
+            e.iter().all(|(k, ev)| a.get(k).is_some_and(|av| n.key(k).equal(av, ev)))
         }
-        (Mode::Partial, Value::Object(e), Value::Object(a)) => {
-            e.iter().all(|(k, ev)| a.get(k).is_some_and(|av| matches(ev, av, Mode::Partial)))
-        }
+        (Mode::Partial, Value::Object(e), Value::Object(a)) => e
+            .iter()
+            .all(|(k, ev)| a.get(k).is_some_and(|av| matches_by(ev, av, Mode::Partial, &n.key(k)))),
         (Mode::Partial, Value::Array(e), Value::Array(a)) => {
-            e.len() == a.len() && e.iter().zip(a).all(|(ev, av)| matches(ev, av, Mode::Partial))
+            let inner = n.element();
+            e.len() == a.len()
+                && e.iter().zip(a).all(|(ev, av)| matches_by(ev, av, Mode::Partial, &inner))
         }
-        _ => expected == actual,
+        _ => n.equal(expected, actual),
     }
 }
 
@@ -42,8 +85,13 @@ pub struct Diff {
 /// Counts differences (§9.7: each missing key, extra key under EXACT, unequal scalar, type
 /// mismatch, extra or missing array element counts 1) and describes the first one.
 pub fn diff(expected: &Value, actual: &Value, mode: Mode) -> Diff {
+    diff_by(expected, actual, mode, &Exact)
+}
+
+/// [`diff`] with numbers compared by `n` (a number within tolerance is no difference).
+pub fn diff_by<N: NumberRule>(expected: &Value, actual: &Value, mode: Mode, n: &N) -> Diff {
     let mut d = Differ { diff: Diff::default(), path: String::from("$") };
-    d.walk(expected, actual, mode, true);
+    d.walk(expected, actual, mode, true, n);
     d.diff
 }
 
@@ -123,7 +171,7 @@ impl Differ {
     }
 
     /// `top`: SUBSET compares top-level keys only, deep-equal below.
-    fn walk(&mut self, e: &Value, a: &Value, mode: Mode, top: bool) {
+    fn walk<N: NumberRule>(&mut self, e: &Value, a: &Value, mode: Mode, top: bool, n: &N) {
         match (e, a) {
             (Value::Object(eo), Value::Object(ao)) => {
                 let exact = mode == Mode::Exact;
@@ -132,7 +180,7 @@ impl Differ {
                     let len = self.path.len();
                     push_key(&mut self.path, k);
                     match ao.get(k) {
-                        Some(av) => self.walk(ev, av, child_mode, false),
+                        Some(av) => self.walk(ev, av, child_mode, false, &n.key(k)),
                         None => self.note(|p| {
                             format!("{p} expected {}, got nothing (key missing)", show(ev))
                         }),
@@ -151,10 +199,11 @@ impl Differ {
                 }
             }
             (Value::Array(ea), Value::Array(aa)) if mode != Mode::Subset || !top => {
+                let inner = n.element();
                 for (i, (ev, av)) in ea.iter().zip(aa).enumerate() {
                     let len = self.path.len();
                     let _ = write!(self.path, "[{i}]");
-                    self.walk(ev, av, mode, false);
+                    self.walk(ev, av, mode, false, &inner);
                     self.path.truncate(len);
                 }
                 if ea.len() != aa.len() {
@@ -165,7 +214,7 @@ impl Differ {
                 }
             }
             _ => {
-                if e.type_name() != a.type_name() || e != a {
+                if e.type_name() != a.type_name() || !n.equal(e, a) {
                     self.note(|p| {
                         let (mut es, mut as_) = (show(e), show(a));
                         if invisible(&es) || invisible(&as_) {

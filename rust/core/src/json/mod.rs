@@ -7,6 +7,7 @@ pub mod fingerprint;
 pub mod parse;
 pub mod path;
 pub mod text;
+pub mod tolerance;
 pub mod value;
 
 pub use parse::{parse, ParseError};

@@ -48,6 +48,16 @@ impl KeyPath {
         present(&self.segments, v)
     }
 
+    /// Segment `k`: its key and whether it is followed by `[]` (every element).
+    pub fn segment(&self, k: usize) -> Option<(&Str, bool)> {
+        self.segments.get(k).map(|s| (&s.key, s.each))
+    }
+
+    /// The number of segments (at least one).
+    pub fn depth(&self) -> usize {
+        self.segments.len()
+    }
+
     /// Removes what the path names from `v`; a missing or mistyped step removes nothing.
     pub fn remove_from(&self, v: &mut Value) {
         remove(&self.segments, v);
