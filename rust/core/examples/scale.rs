@@ -22,6 +22,8 @@ struct Case {
     assertion: String,
     calls: Vec<(String, String)>,
     pass: bool,
+    /// Spread the calls over this many user turns (SPEC §10; 0 = no turns recorded).
+    turns: usize,
 }
 
 fn call_f(k: usize) -> (String, String) {
@@ -51,6 +53,7 @@ fn trajectory(mode: &str, l: usize, m: usize, args: bool, pass: bool) -> Case {
         ),
         calls: (0..m).map(call_f).collect(),
         pass,
+        turns: 0,
     }
 }
 
@@ -71,6 +74,7 @@ fn sequence(mode: &str, l: usize, m: usize, glob: bool, pass: bool) -> Case {
         ),
         calls: (0..m).map(call_f).collect(),
         pass,
+        turns: 0,
     }
 }
 
@@ -108,6 +112,7 @@ fn cases() -> Vec<Case> {
                 assertion: r#"{"tool_call_args":{"tool":"f","quantifier":"QUANTIFIER_ALL","match":{"mode":"MATCH_MODE_REGEX","pattern":"\"i\""}}}"#.into(),
                 calls,
                 pass,
+                turns: 0,
             });
             // Failing, every call is made twice.
             out.push(Case {
@@ -115,6 +120,7 @@ fn cases() -> Vec<Case> {
                 assertion: r#"{"no_repeated_calls":{}}"#.into(),
                 calls: (0..m).map(|k| call_f(if pass { k } else { k / 2 })).collect(),
                 pass,
+                turns: 0,
             });
         }
     }
@@ -124,7 +130,57 @@ fn cases() -> Vec<Case> {
         out.push(trajectory("SUPERSET", 1, 10_000, true, pass));
         out.push(sequence("ANY_ORDER", 1, 10_000, true, pass));
     }
+    out.extend(v2_cases());
     out.extend(limit_cases());
+    out
+}
+
+/// SPEC v2 (issue #12's scale curve): 10 to 10,000 calls against a 50-call reference (fewer
+/// when the trace is shorter) and a 50-step ANY_ORDER sequence: `trajectory_score` (maximum
+/// matching; longest common subsequence) and `per_turn` over 5 turns; failing, the last
+/// reference or step names an absent tool.
+fn v2_cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    for &m in &[10, 100, 1000, 10_000] {
+        let l = m.min(50);
+        for pass in [true, false] {
+            for metric in ["F1", "ORDERED_F1"] {
+                let refs: Vec<String> =
+                    (0..l).map(|j| reference(Some(j * m / l), !pass && j == l - 1)).collect();
+                // min_score 0 reports any score (a pass); failing, 1 needs every pair.
+                out.push(Case {
+                    name: format!("trajectory_score {metric} args L={l} M={m} {}", verdict(pass)),
+                    assertion: format!(
+                        r#"{{"trajectory_score":{{"metric":"SCORE_METRIC_{metric}","min_score":{},"reference":[{}]}}}}"#,
+                        u8::from(!pass),
+                        refs.join(",")
+                    ),
+                    calls: (0..m).map(call_f).collect(),
+                    pass,
+                    turns: 0,
+                });
+            }
+            // Each reference call keeps the turn of the call it names (5 turns).
+            let refs: Vec<String> = (0..l)
+                .map(|j| {
+                    let k = j * m / l;
+                    let r = reference(Some(k), !pass && j == l - 1);
+                    format!(r#"{},"turn":{}}}"#, r.trim_end_matches('}'), 1 + k * 5 / m)
+                })
+                .collect();
+            out.push(Case {
+                name: format!("per_turn 5 turns, trajectory_match SUPERSET args L={l} M={m} {}", verdict(pass)),
+                assertion: format!(
+                    r#"{{"scope":{{"per_turn":true}},"trajectory_match":{{"mode":"TRAJECTORY_MODE_SUPERSET","reference":[{}]}}}}"#,
+                    refs.join(",")
+                ),
+                calls: (0..m).map(call_f).collect(),
+                pass,
+                turns: 5,
+            });
+            out.push(sequence("ANY_ORDER", l, m, false, pass));
+        }
+    }
     out
 }
 
@@ -143,12 +199,14 @@ fn limit_cases() -> Vec<Case> {
             assertion: cubic.into(),
             calls: (0..216).map(call_f).collect(),
             pass: false,
+            turns: 0,
         },
         Case {
             name: "limits: max_work_units, 4 expressions M=216 fail".into(),
             assertion: [cubic; 4].join(","),
             calls: (0..216).map(call_f).collect(),
             pass: false,
+            turns: 0,
         },
         superset,
     ]
@@ -164,7 +222,11 @@ fn run(case: &Case, reps: usize, max_secs: f64) -> (f64, String) {
     let calls: Vec<String> = case
         .calls
         .iter()
-        .map(|(n, a)| format!(r#"{{"name":"{n}","arguments_json":{}}}"#, serde_json::json!(a)))
+        .enumerate()
+        .map(|(k, (n, a))| {
+            let turn = if case.turns == 0 { 0 } else { 1 + k * case.turns / case.calls.len() };
+            format!(r#"{{"name":"{n}","arguments_json":{},"turn":{turn}}}"#, serde_json::json!(a))
+        })
         .collect();
     let trace: Trace =
         serde_json::from_str(&format!(r#"{{"id":"t","calls":[{}]}}"#, calls.join(",")))
