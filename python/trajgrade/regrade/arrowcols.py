@@ -2,10 +2,12 @@
 
 The core reads the validity bitmaps, offsets and values of each column itself (checking every
 offset, length and UTF-8), so no JSON line is built or parsed; the rows are byte-for-byte those
-of arrowjson.json_lines → grade_json_traces_to_json. Supported: the native schema with `id` and
-`final_answer` (large_)string, `calls` a (large_)list of ToolCall structs without null structs,
-times any non-negative integer type, `metadata` a map<(large_)string, (large_)string> without
-null values. Any other batch returns None and goes through arrowjson (or row by row).
+of the row path (and of arrowjson.json_lines → grade_json_traces_to_json where it takes the
+batch). Supported: the native schema with `id` and `final_answer` (large_)string; `calls`,
+`model_calls` and `turns` (large_)lists of their structs without null structs (integers of any
+type within the field's range, `cost` any float or exactly convertible integer); `metadata` a
+map<(large_)string, (large_)string> without null values. Any other batch returns None and goes
+through arrowjson (or row by row).
 
 A sliced batch (`batch.slice(skip)` after a resume, `Table.to_batches`) still points at its
 parent's whole buffers; its columns are compacted first (`_compact`), so the bytes copied and
@@ -16,22 +18,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trajgrade.regrade.native_fields import STRUCT_LISTS, field_array, is_string, struct_fields
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from trajgrade._core import CompiledSuite, Grader
 
-_STRING_CALL_KEYS = ("name", "arguments_json", "result", "id")
-_INT_CALL_KEYS = ("start_time_unix_nano", "end_time_unix_nano")
-_CALL_KEYS = frozenset({"error", *_STRING_CALL_KEYS, *_INT_CALL_KEYS})
+_COLUMNS = frozenset({"id", "final_answer", "metadata", *STRUCT_LISTS})
 
 Buffers = tuple[int, int, bytes | None, bytes | None, bytes | None, bool]
-
-
-def _is_string(t: pa.DataType) -> bool:
-    import pyarrow as pa  # noqa: PLC0415
-
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _compact(arr: Any) -> Any:
@@ -54,7 +50,7 @@ def _buffers(arr: Any) -> Buffers:
     t = arr.type
     bufs = arr.buffers()
     validity = bufs[0].to_pybytes() if arr.null_count and bufs[0] is not None else None
-    if _is_string(t):
+    if is_string(t):
         offsets, values = bufs[1], bufs[2]
         large = pa.types.is_large_string(t)
     elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
@@ -72,42 +68,19 @@ def _buffers(arr: Any) -> Buffers:
     )
 
 
-def _call_field(f: pa.Field, child: Any) -> Any | None:
-    """A call struct's field as an array arrowcols passes (times as uint64), or None."""
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    if f.name == "error":
-        return child if pa.types.is_boolean(f.type) else None
-    if f.name not in _INT_CALL_KEYS:
-        return child if _is_string(f.type) else None
-    if not pa.types.is_integer(f.type):
-        return None
-    if pa.types.is_uint64(f.type):
-        return child
-    if len(child) and (pc.min(child).as_py() or 0) < 0:
-        return None
-    return child.cast(pa.uint64())
-
-
-def _call_columns(calls: Any, out: dict[str, Buffers]) -> bool:
-    import pyarrow as pa  # noqa: PLC0415
-
-    t = calls.type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+def _struct_list_columns(name: str, arr: Any, out: dict[str, Buffers]) -> bool:
+    fields = struct_fields(name, arr.type)
+    if fields is None:
         return False
-    item = t.value_type
-    if not pa.types.is_struct(item) or not {f.name for f in item} <= _CALL_KEYS:
-        return False
-    values = calls.values
+    values = arr.values
     if values.null_count:
-        return False  # a null call: the row-by-row path reports it
-    for i, f in enumerate(item):
-        child = _call_field(f, values.field(i))
+        return False  # a null struct: the row-by-row path reports it
+    for i, f in enumerate(arr.type.value_type):
+        child = field_array(fields[f.name], values.field(i))
         if child is None:
             return False
-        out[f"calls.{f.name}"] = _buffers(child)
-    out["calls"] = _buffers(calls)
+        out[f"{name}.{f.name}"] = _buffers(child)
+    out[name] = _buffers(arr)
     return True
 
 
@@ -115,7 +88,7 @@ def _metadata_columns(meta: Any, out: dict[str, Buffers]) -> bool:
     import pyarrow as pa  # noqa: PLC0415
 
     t = meta.type
-    if not pa.types.is_map(t) or not (_is_string(t.key_type) and _is_string(t.item_type)):
+    if not pa.types.is_map(t) or not (is_string(t.key_type) and is_string(t.item_type)):
         return False
     entries = meta.values
     keys, values = entries.field(0), entries.field(1)
@@ -130,17 +103,18 @@ def _metadata_columns(meta: Any, out: dict[str, Buffers]) -> bool:
 def columns(batch: pa.RecordBatch) -> dict[str, Buffers] | None:
     """The buffers grade_arrow_traces_to_json reads, or None for a layout it does not take."""
     cols = dict(zip(batch.schema.names, batch.columns, strict=True))
-    if batch.num_rows == 0 or not set(cols) <= {"id", "calls", "final_answer", "metadata"}:
+    if batch.num_rows == 0 or not set(cols) <= _COLUMNS:
         return None
     cols = {name: _compact(col) for name, col in cols.items()}
     out: dict[str, Buffers] = {}
     for key in ("id", "final_answer"):
         if key in cols:
-            if not _is_string(cols[key].type):
+            if not is_string(cols[key].type):
                 return None
             out[key] = _buffers(cols[key])
-    if "calls" in cols and not _call_columns(cols["calls"], out):
-        return None
+    for name in STRUCT_LISTS:
+        if name in cols and not _struct_list_columns(name, cols[name], out):
+            return None
     if "metadata" in cols and not _metadata_columns(cols["metadata"], out):
         return None
     return out

@@ -10,20 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trajgrade.regrade.native_fields import STRUCT_LISTS, is_string, struct_fields
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_ROW_KEYS = {"id": "id", "calls": "calls", "final_answer": "final_answer"}
-_ROW_KEYS["finalAnswer"] = "final_answer"
-_STRING_CALL_KEYS = ("arguments_json", "result", "id")
-_INT_CALL_KEYS = ("start_time_unix_nano", "end_time_unix_nano")
-_CALL_KEYS = frozenset({"name", "error", *_STRING_CALL_KEYS, *_INT_CALL_KEYS})
-
-
-def _is_string(t: pa.DataType) -> bool:
-    import pyarrow as pa  # noqa: PLC0415
-
-    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+_COLUMNS = frozenset({"id", "final_answer", "finalAnswer", "metadata", *STRUCT_LISTS})
 
 
 def _has_control(arr: Any) -> bool:
@@ -111,62 +103,60 @@ def _per_row(lengths: Any, values: Any, n: int) -> Any:
     )
 
 
-def _native_call_type(t: pa.DataType) -> bool:
-    """list<struct> whose fields are ToolCall's with string/bool/integer types."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)):
-        return False
-    item = t.value_type
-    if not pa.types.is_struct(item) or not {f.name for f in item} <= _CALL_KEYS:
-        return False
-    for f in item:
-        if f.name == "error":
-            ok = pa.types.is_boolean(f.type)
-        elif f.name in _INT_CALL_KEYS:
-            ok = pa.types.is_integer(f.type)
-        else:
-            ok = _is_string(f.type)
-        if not ok:
-            return False
-    return True
-
-
-def _calls(calls: Any, n: int) -> Any | None:
+def _member(key: str, kind: str, values: Any) -> Any | None:
+    """`,"key":value` per struct, "" where the field is null (absent: the protobuf default,
+    or for `arguments_json` / `result` / `cost` "not recorded"), false or 0 (the default).
+    An integer out of its field's range is written as it is: the core rejects that line with
+    the row's error, as the row path does."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    if not _native_call_type(calls.type):
+    t = values.type
+    empty = pa.scalar("", pa.string())
+    if kind == "string":
+        return _join(f',"{key}":"', _escape(values), '"').fill_null("") if is_string(t) else None
+    if kind == "bool":
+        if not pa.types.is_boolean(t):
+            return None
+        return pc.if_else(values.fill_null(False), pa.scalar(f',"{key}":true', pa.string()), empty)
+    if not (pa.types.is_integer(t) or (kind == "f64" and pa.types.is_floating(t))):
         return None
-    flat = pc.list_flatten(calls)
+    if pa.types.is_floating(t) and pc.all(pc.is_finite(values)).as_py() is False:
+        return None  # NaN and infinities have no JSON number; the row path takes them
+    text = _join(f',"{key}":', values.cast(pa.string())).fill_null("")
+    if kind != "f64":  # 0 is the default: left out, as the protobuf encoder does
+        zero = pc.equal(values, pa.scalar(0, t)).fill_null(True)
+        text = pc.if_else(zero, empty, text)
+    return text
+
+
+def _struct_list(name: str, column: Any, n: int) -> Any | None:
+    """`,"name":[{...},...]` per row (`[]` for a null list), or None for a layout not taken."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    fields = struct_fields(name, column.type)
+    if fields is None:
+        return None
+    flat = pc.list_flatten(column)
     if flat.null_count:
-        return None  # a null call: the row-by-row path reports it
-    fields = {f.name: flat.field(f.name) for f in calls.type.value_type}
-    name = _escape(fields["name"]).fill_null("") if "name" in fields else ""
-    parts: list[Any] = ['{"name":"', name, '"']
-    for key in _STRING_CALL_KEYS:
-        if key in fields:
-            parts.append(_optional_string(key, fields[key]))
-    if "error" in fields:
-        parts.append(
-            pc.if_else(
-                fields["error"].fill_null(False),
-                pa.scalar(',"error":true', pa.string()),
-                pa.scalar("", pa.string()),
-            )
-        )
-    for key in _INT_CALL_KEYS:
-        if key in fields:
-            parts.append(_join(f',"{key}":', fields[key].cast(pa.string())).fill_null(""))
-    parts.append("}")
+        return None  # a null struct: the row-by-row path reports it
+    members: list[Any] = []
+    for key, kind in fields.items():
+        member = _member(key, kind, flat.field(key))
+        if member is None:
+            return None
+        members.append(member)
     if len(flat) == 0:
         objects = pa.array([], pa.string())
+    elif not members:
+        objects = pa.array(["{}"] * len(flat), pa.string())
     else:
-        objects = _join(*parts)
-        if not isinstance(objects, pa.Array):
-            objects = pa.array([objects.as_py()] * len(flat), pa.string())
-    joined = _per_row(pc.list_value_length(calls), objects, n)
-    return _join(',"calls":[', joined, "]")
+        # Every member starts with a comma; the first one's is cut off.
+        inner = pc.utf8_slice_codeunits(_join(*members), 1)
+        objects = _join("{", inner, "}")
+    joined = _per_row(pc.list_value_length(column), objects, n)
+    return _join(f',"{name}":[', joined, "]").fill_null(f',"{name}":[]')
 
 
 def _struct_metadata(meta: Any, n: int) -> Any | None:
@@ -174,7 +164,7 @@ def _struct_metadata(meta: Any, n: int) -> Any | None:
     import pyarrow.compute as pc  # noqa: PLC0415
 
     children = [meta.field(i) for i in range(meta.type.num_fields)]
-    if meta.null_count or any(c.null_count or not _is_string(c.type) for c in children):
+    if meta.null_count or any(c.null_count or not is_string(c.type) for c in children):
         return None
     if not children:
         return pa.array([',"metadata":{}'] * n, pa.string())
@@ -194,7 +184,7 @@ def _metadata(meta: Any, n: int) -> Any | None:
     if pa.types.is_struct(meta.type):  # what pyarrow infers from dicts: one field per key
         return _struct_metadata(meta, n)
     if not pa.types.is_map(meta.type) or not (
-        _is_string(meta.type.key_type) and _is_string(meta.type.item_type)
+        is_string(meta.type.key_type) and is_string(meta.type.item_type)
     ):
         return None
     entry = pa.struct([("key", meta.type.key_type), ("value", meta.type.item_type)])
@@ -215,22 +205,19 @@ def json_lines(batch: pa.RecordBatch) -> list[bytes] | None:
     n = batch.num_rows
     columns = dict(zip(batch.schema.names, batch.columns, strict=True))
     strings = [columns[k] for k in ("id", "final_answer", "finalAnswer") if k in columns]
-    if (
-        not set(columns) <= {*_ROW_KEYS, "metadata"}
-        or n == 0
-        or not all(_is_string(c.type) for c in strings)
-    ):
+    if not set(columns) <= _COLUMNS or n == 0 or not all(is_string(c.type) for c in strings):
         return None
     parts: list[Any] = ["{"]
     # "id" and "calls" are always written ("" and [] are their defaults), so every later
     # member can start with a comma.
     ident = columns.get("id")
     parts += ['"id":"', _escape(ident).fill_null("") if ident is not None else "", '"']
-    if "calls" in columns:
-        calls = _calls(columns["calls"], n)
-        if calls is None:
-            return None
-        parts.append(calls.fill_null(',"calls":[]'))
+    for name in STRUCT_LISTS:
+        if name in columns:
+            member = _struct_list(name, columns[name], n)
+            if member is None:
+                return None
+            parts.append(member)
     for key in ("final_answer", "finalAnswer"):
         if key in columns:
             parts.append(_optional_string(key, columns[key]))

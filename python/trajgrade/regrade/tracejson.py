@@ -11,56 +11,67 @@ from trajgrade.v1 import trace_pb2
 
 # Field names as the protobuf JSON mapping accepts them (proto name or lowerCamelCase), mapped to
 # the constructor keyword. Anything else goes to json_format, which owns the exact semantics.
-_TRACE_KEYS = {
-    "id": "id",
-    "calls": "calls",
-    "final_answer": "final_answer",
-    "finalAnswer": "final_answer",
-    "metadata": "metadata",
-}
-_CALL_KEYS = {
-    "name": "name",
-    "arguments_json": "arguments_json",
-    "argumentsJson": "arguments_json",
-    "result": "result",
-    "error": "error",
-    "id": "id",
-    "start_time_unix_nano": "start_time_unix_nano",
-    "startTimeUnixNano": "start_time_unix_nano",
-    "end_time_unix_nano": "end_time_unix_nano",
-    "endTimeUnixNano": "end_time_unix_nano",
-}
+
+
+def _names(*fields: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for field in fields:
+        head, *rest = field.split("_")
+        out[field] = field
+        out[head + "".join(part.capitalize() for part in rest)] = field
+    return out
+
+
+_TRACE_KEYS = _names("id", "calls", "final_answer", "metadata", "model_calls", "turns")
+_CALL_KEYS = _names(
+    "name", "arguments_json", "result", "error", "id", "start_time_unix_nano",
+    "end_time_unix_nano", "turn", "agent", "server",
+)  # fmt: skip
+_MODEL_CALL_KEYS = _names(
+    "model", "input_tokens", "output_tokens", "cost", "turn", "agent", "start_time_unix_nano",
+    "end_time_unix_nano",
+)  # fmt: skip
+_TURN_KEYS = _names("user_input", "final_answer")
+# Fields whose constructor is laxer than the JSON mapping (1 for a bool, true for a number, a
+# float for an integer): only the exact JSON type takes the fast path.
+_BOOLS = frozenset({"error"})
+_INTS = frozenset({"start_time_unix_nano", "end_time_unix_nano", "turn", "input_tokens",
+                   "output_tokens"})  # fmt: skip
+_DOUBLES = frozenset({"cost"})
 
 
 class TraceJsonError(ValueError):
     """A line is not a valid protobuf-JSON Trace; the message is json_format's."""
 
 
-def _call(raw: dict[str, Any]) -> trace_pb2.ToolCall:
-    kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
-        if value is None:  # JSON null means "default" in the protobuf mapping
-            continue
-        field = _CALL_KEYS[key]
-        # The constructors are laxer than the JSON mapping here (1 for a bool, true for a
-        # number); leave those to json_format.
-        if field == "error" and type(value) is not bool:
-            raise TypeError(field)
-        if field.endswith("_nano") and type(value) is not int:
-            raise TypeError(field)
-        kwargs[field] = value
-    return trace_pb2.ToolCall(**kwargs)
-
-
-def _fast(raw: Any) -> bytes:
+def _fields(raw: dict[str, Any], keys: dict[str, str]) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise TypeError("not an object")
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
-        if value is None:
+        if value is None:  # JSON null means "default" in the protobuf mapping
             continue
-        field = _TRACE_KEYS[key]
-        kwargs[field] = [_call(call) for call in value] if field == "calls" else value
+        field = keys[key]
+        if field in _BOOLS and type(value) is not bool:
+            raise TypeError(field)
+        if field in _INTS and type(value) is not int:
+            raise TypeError(field)
+        if field in _DOUBLES and type(value) not in (int, float):
+            raise TypeError(field)
+        kwargs[field] = value
+    return kwargs
+
+
+def _fast(raw: Any) -> bytes:
+    kwargs = _fields(raw, _TRACE_KEYS)
+    if "calls" in kwargs:
+        kwargs["calls"] = [trace_pb2.ToolCall(**_fields(c, _CALL_KEYS)) for c in kwargs["calls"]]
+    if "model_calls" in kwargs:
+        kwargs["model_calls"] = [
+            trace_pb2.ModelCall(**_fields(m, _MODEL_CALL_KEYS)) for m in kwargs["model_calls"]
+        ]
+    if "turns" in kwargs:
+        kwargs["turns"] = [trace_pb2.Turn(**_fields(t, _TURN_KEYS)) for t in kwargs["turns"]]
     return trace_pb2.Trace(**kwargs).SerializeToString()
 
 

@@ -7,11 +7,14 @@
 //!
 //! Nulls read as the JSON path built from the same batch reads them: a null `arguments_json` or
 //! `result` is absent, a null string elsewhere is `""`, a null `error` is false, a null time is
-//! 0, a null calls list or metadata map is empty.
+//! 0, a null calls list or metadata map is empty, and a null model call `cost` is not recorded.
+//!
+//! The SPEC v2 columns (§10) are read the same way: each call's `turn`, `agent` and `server`,
+//! and the `model_calls` and `turns` lists of structs.
 use std::collections::HashMap;
 
-use crate::proto::v1::{ToolCall, Trace};
-use crate::trace::Call;
+use crate::proto::v1::{ModelCall as ModelCallMsg, ToolCall, Trace, Turn as TurnMsg};
+use crate::trace::{Call, ModelCall, Turn};
 use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
 
 /// One Arrow array as raw buffers.
@@ -46,9 +49,28 @@ pub struct RawTraces<'a> {
     pub call_id: Option<RawArray<'a>>,
     pub call_start_time_unix_nano: Option<RawArray<'a>>,
     pub call_end_time_unix_nano: Option<RawArray<'a>>,
+    /// 32-bit unsigned.
+    pub call_turn: Option<RawArray<'a>>,
+    pub call_agent: Option<RawArray<'a>>,
+    pub call_server: Option<RawArray<'a>>,
     pub metadata: Option<RawArray<'a>>,
     pub metadata_key: Option<RawArray<'a>>,
     pub metadata_value: Option<RawArray<'a>>,
+    /// The `model_calls` list and its struct's fields (`cost` 64-bit floats, `turn` 32-bit
+    /// unsigned, the rest as the call fields of the same name).
+    pub model_calls: Option<RawArray<'a>>,
+    pub model_call_model: Option<RawArray<'a>>,
+    pub model_call_input_tokens: Option<RawArray<'a>>,
+    pub model_call_output_tokens: Option<RawArray<'a>>,
+    pub model_call_cost: Option<RawArray<'a>>,
+    pub model_call_turn: Option<RawArray<'a>>,
+    pub model_call_agent: Option<RawArray<'a>>,
+    pub model_call_start_time_unix_nano: Option<RawArray<'a>>,
+    pub model_call_end_time_unix_nano: Option<RawArray<'a>>,
+    /// The `turns` list and its struct's fields.
+    pub turns: Option<RawArray<'a>>,
+    pub turn_user_input: Option<RawArray<'a>>,
+    pub turn_final_answer: Option<RawArray<'a>>,
 }
 
 /// A validated string array.
@@ -76,7 +98,7 @@ struct Offsets<'a> {
     first: usize,
 }
 
-/// A validated bitmap-backed array (booleans) or fixed-width u64 array.
+/// A validated bitmap-backed array (booleans) or fixed-width (u32, u64, f64) array.
 #[derive(Clone, Copy, Debug)]
 struct Fixed<'a> {
     validity: Option<&'a [u8]>,
@@ -98,9 +120,24 @@ pub struct ArrowTraces<'a> {
     call_id: Option<Strings<'a>>,
     start: Option<Fixed<'a>>,
     end: Option<Fixed<'a>>,
+    turn: Option<Fixed<'a>>,
+    agent: Option<Strings<'a>>,
+    server: Option<Strings<'a>>,
     metadata: Option<Lists<'a>>,
     key: Option<Strings<'a>>,
     value: Option<Strings<'a>>,
+    model_calls: Option<Lists<'a>>,
+    mc_model: Option<Strings<'a>>,
+    mc_input: Option<Fixed<'a>>,
+    mc_output: Option<Fixed<'a>>,
+    mc_cost: Option<Fixed<'a>>,
+    mc_turn: Option<Fixed<'a>>,
+    mc_agent: Option<Strings<'a>>,
+    mc_start: Option<Fixed<'a>>,
+    mc_end: Option<Fixed<'a>>,
+    turns: Option<Lists<'a>>,
+    user_input: Option<Strings<'a>>,
+    turn_answer: Option<Strings<'a>>,
 }
 
 fn bit(bits: &[u8], i: usize) -> bool {
@@ -259,15 +296,34 @@ impl Fixed<'_> {
     }
 
     fn u64(&self, i: usize) -> u64 {
+        self.word::<8>(i).map_or(0, u64::from_le_bytes)
+    }
+
+    fn u32(&self, i: usize) -> u32 {
+        self.word::<4>(i).map_or(0, u32::from_le_bytes)
+    }
+
+    /// `None` for a null value.
+    fn f64(&self, i: usize) -> Option<f64> {
+        self.word::<8>(i).map(f64::from_le_bytes)
+    }
+
+    /// Value `i`'s bytes, or `None` when it is null.
+    fn word<const N: usize>(&self, i: usize) -> Option<[u8; N]> {
         let i = self.offset + i;
         if !valid(self.validity, i) {
-            return 0;
+            return None;
         }
-        self.values
-            .get(i * 8..i * 8 + 8)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_le_bytes)
+        self.values.get(i * N..i * N + N).and_then(|b| b.try_into().ok())
     }
+}
+
+fn u64_of(f: Option<Fixed<'_>>, i: usize) -> u64 {
+    f.map_or(0, |f| f.u64(i))
+}
+
+fn u32_of(f: Option<Fixed<'_>>, i: usize) -> u32 {
+    f.map_or(0, |f| f.u32(i))
 }
 
 impl Lists<'_> {
@@ -296,8 +352,12 @@ impl<'a> ArrowTraces<'a> {
         let n = raw.rows;
         let calls = lists("calls", raw.calls, n, calls_len(raw))?;
         let metadata = lists("metadata", raw.metadata, n, meta_len(raw))?;
+        let model_calls = lists("model_calls", raw.model_calls, n, model_calls_len(raw))?;
+        let turns = lists("turns", raw.turns, n, turns_len(raw))?;
         let c = calls_len(raw);
         let m = meta_len(raw);
+        let mc = model_calls_len(raw);
+        let tn = turns_len(raw);
         Ok(ArrowTraces {
             rows: n,
             id: strings("id", raw.id, n)?,
@@ -310,9 +370,34 @@ impl<'a> ArrowTraces<'a> {
             call_id: strings("calls.id", raw.call_id, c)?,
             start: fixed("calls.start_time_unix_nano", raw.call_start_time_unix_nano, c, 64)?,
             end: fixed("calls.end_time_unix_nano", raw.call_end_time_unix_nano, c, 64)?,
+            turn: fixed("calls.turn", raw.call_turn, c, 32)?,
+            agent: strings("calls.agent", raw.call_agent, c)?,
+            server: strings("calls.server", raw.call_server, c)?,
             metadata,
             key: strings("metadata.key", raw.metadata_key, m)?,
             value: strings("metadata.value", raw.metadata_value, m)?,
+            model_calls,
+            mc_model: strings("model_calls.model", raw.model_call_model, mc)?,
+            mc_input: fixed("model_calls.input_tokens", raw.model_call_input_tokens, mc, 64)?,
+            mc_output: fixed("model_calls.output_tokens", raw.model_call_output_tokens, mc, 64)?,
+            mc_cost: fixed("model_calls.cost", raw.model_call_cost, mc, 64)?,
+            mc_turn: fixed("model_calls.turn", raw.model_call_turn, mc, 32)?,
+            mc_agent: strings("model_calls.agent", raw.model_call_agent, mc)?,
+            mc_start: fixed(
+                "model_calls.start_time_unix_nano",
+                raw.model_call_start_time_unix_nano,
+                mc,
+                64,
+            )?,
+            mc_end: fixed(
+                "model_calls.end_time_unix_nano",
+                raw.model_call_end_time_unix_nano,
+                mc,
+                64,
+            )?,
+            turns,
+            user_input: strings("turns.user_input", raw.turn_user_input, tn)?,
+            turn_answer: strings("turns.final_answer", raw.turn_final_answer, tn)?,
         })
     }
 
@@ -332,14 +417,43 @@ impl<'a> ArrowTraces<'a> {
         self.metadata.map_or((0, 0), |l| l.range(row))
     }
 
+    fn model_call_range(&self, row: usize) -> (usize, usize) {
+        self.model_calls.map_or((0, 0), |l| l.range(row))
+    }
+
+    fn turn_range(&self, row: usize) -> (usize, usize) {
+        self.turns.map_or((0, 0), |l| l.range(row))
+    }
+
     fn call(&self, j: usize) -> Call<'a> {
         Call {
             name: text(self.name, j),
             arguments_json: opt(self.arguments_json, j),
             result: opt(self.result, j),
             error: self.error.is_some_and(|e| e.bool(j)),
-            ..Call::default()
+            turn: u32_of(self.turn, j),
+            agent: text(self.agent, j),
+            server: text(self.server, j),
+            start_time_unix_nano: u64_of(self.start, j),
+            end_time_unix_nano: u64_of(self.end, j),
         }
+    }
+
+    fn model_call(&self, j: usize) -> ModelCall<'a> {
+        ModelCall {
+            model: text(self.mc_model, j),
+            input_tokens: u64_of(self.mc_input, j),
+            output_tokens: u64_of(self.mc_output, j),
+            cost: self.mc_cost.and_then(|f| f.f64(j)),
+            turn: u32_of(self.mc_turn, j),
+            agent: text(self.mc_agent, j),
+            start_time_unix_nano: u64_of(self.mc_start, j),
+            end_time_unix_nano: u64_of(self.mc_end, j),
+        }
+    }
+
+    fn turn(&self, j: usize) -> Turn<'a> {
+        Turn { user_input: text(self.user_input, j), final_answer: text(self.turn_answer, j) }
     }
 
     /// Row `row`'s fields and the length of the equivalent encoded `Trace` (exact unless a
@@ -357,10 +471,39 @@ impl<'a> ArrowTraces<'a> {
                     + c.result.map_or(0, |r| present_field_len(r.len()))
                     + if c.error { 2 } else { 0 }
                     + len_field_len(text(self.call_id, j).len())
-                    + varint_field_len(self.start.map_or(0, |t| t.u64(j)))
-                    + varint_field_len(self.end.map_or(0, |t| t.u64(j)));
+                    + varint_field_len(c.start_time_unix_nano)
+                    + varint_field_len(c.end_time_unix_nano)
+                    + varint_field_len(u64::from(c.turn))
+                    + len_field_len(c.agent.len())
+                    + len_field_len(c.server.len());
                 len += present_field_len(call_len);
                 c
+            })
+            .collect();
+        let (s, e) = self.model_call_range(row);
+        let model_calls: Vec<ModelCall<'a>> = (s..e)
+            .map(|j| {
+                let m = self.model_call(j);
+                let m_len = len_field_len(m.model.len())
+                    + varint_field_len(m.input_tokens)
+                    + varint_field_len(m.output_tokens)
+                    + m.cost.map_or(0, |_| 9)
+                    + varint_field_len(u64::from(m.turn))
+                    + len_field_len(m.agent.len())
+                    + varint_field_len(m.start_time_unix_nano)
+                    + varint_field_len(m.end_time_unix_nano);
+                len += present_field_len(m_len);
+                m
+            })
+            .collect();
+        let (s, e) = self.turn_range(row);
+        let turns: Vec<Turn<'a>> = (s..e)
+            .map(|j| {
+                let t = self.turn(j);
+                len += present_field_len(
+                    len_field_len(t.user_input.len()) + len_field_len(t.final_answer.len()),
+                );
+                t
             })
             .collect();
         let (s, e) = self.meta_range(row);
@@ -371,7 +514,7 @@ impl<'a> ArrowTraces<'a> {
                 (k, v)
             })
             .collect();
-        (TraceParts { id, calls, final_answer, metadata, ..TraceParts::default() }, len)
+        (TraceParts { id, calls, final_answer, metadata, model_calls, turns }, len)
     }
 
     /// Row `row` as a decoded `Trace` (for the exact size check of a trace near the limit).
@@ -386,9 +529,37 @@ impl<'a> ArrowTraces<'a> {
                     result: c.result.map(str::to_owned),
                     error: c.error,
                     id: text(self.call_id, j).to_owned(),
-                    start_time_unix_nano: self.start.map_or(0, |t| t.u64(j)),
-                    end_time_unix_nano: self.end.map_or(0, |t| t.u64(j)),
-                    ..ToolCall::default()
+                    start_time_unix_nano: c.start_time_unix_nano,
+                    end_time_unix_nano: c.end_time_unix_nano,
+                    turn: c.turn,
+                    agent: c.agent.to_owned(),
+                    server: c.server.to_owned(),
+                }
+            })
+            .collect();
+        let (s, e) = self.model_call_range(row);
+        let model_calls = (s..e)
+            .map(|j| {
+                let m = self.model_call(j);
+                ModelCallMsg {
+                    model: m.model.to_owned(),
+                    input_tokens: m.input_tokens,
+                    output_tokens: m.output_tokens,
+                    cost: m.cost,
+                    turn: m.turn,
+                    agent: m.agent.to_owned(),
+                    start_time_unix_nano: m.start_time_unix_nano,
+                    end_time_unix_nano: m.end_time_unix_nano,
+                }
+            })
+            .collect();
+        let (s, e) = self.turn_range(row);
+        let turns = (s..e)
+            .map(|j| {
+                let t = self.turn(j);
+                TurnMsg {
+                    user_input: t.user_input.to_owned(),
+                    final_answer: t.final_answer.to_owned(),
                 }
             })
             .collect();
@@ -401,7 +572,8 @@ impl<'a> ArrowTraces<'a> {
             calls,
             final_answer: text(self.final_answer, row).to_owned(),
             metadata,
-            ..Trace::default()
+            model_calls,
+            turns,
         }
     }
 }
@@ -416,7 +588,27 @@ fn calls_len(raw: &RawTraces<'_>) -> usize {
         raw.call_id,
         raw.call_start_time_unix_nano,
         raw.call_end_time_unix_nano,
+        raw.call_turn,
+        raw.call_agent,
+        raw.call_server,
     ])
+}
+
+fn model_calls_len(raw: &RawTraces<'_>) -> usize {
+    shortest(&[
+        raw.model_call_model,
+        raw.model_call_input_tokens,
+        raw.model_call_output_tokens,
+        raw.model_call_cost,
+        raw.model_call_turn,
+        raw.model_call_agent,
+        raw.model_call_start_time_unix_nano,
+        raw.model_call_end_time_unix_nano,
+    ])
+}
+
+fn turns_len(raw: &RawTraces<'_>) -> usize {
+    shortest(&[raw.turn_user_input, raw.turn_final_answer])
 }
 
 fn meta_len(raw: &RawTraces<'_>) -> usize {
@@ -468,6 +660,61 @@ mod tests {
         assert_eq!(parts.id, "bc");
         assert_eq!(parts.calls[0].name, "éz");
         assert_eq!(parts.calls[0].result, Some("éz"));
+    }
+
+    #[test]
+    fn reads_the_v2_columns() {
+        let one_each = offsets32(&[0, 1]);
+        let two = offsets32(&[0, 2]);
+        let names = offsets32(&[0, 1]);
+        let turn = 7u32.to_le_bytes();
+        let agents = offsets32(&[0, 3]);
+        let model_names = offsets32(&[0, 1, 2]);
+        let tokens: Vec<u8> = [5u64, u64::MAX].iter().flat_map(|t| t.to_le_bytes()).collect();
+        let costs: Vec<u8> = [0.25f64, 9.0].iter().flat_map(|c| c.to_le_bytes()).collect();
+        let second_null = [0b01u8];
+        let turns = offsets32(&[0, 1]);
+        let raw = RawTraces {
+            rows: 1,
+            calls: Some(RawArray { len: 1, offsets: Some(&one_each), ..RawArray::default() }),
+            call_name: Some(string_array(&names, b"a", 1)),
+            call_turn: Some(RawArray { len: 1, values: Some(&turn), ..RawArray::default() }),
+            call_agent: Some(string_array(&agents, b"x/y", 1)),
+            model_calls: Some(RawArray { len: 1, offsets: Some(&two), ..RawArray::default() }),
+            model_call_model: Some(string_array(&model_names, b"mn", 2)),
+            model_call_input_tokens: Some(RawArray {
+                len: 2,
+                values: Some(&tokens),
+                ..RawArray::default()
+            }),
+            model_call_cost: Some(RawArray {
+                len: 2,
+                validity: Some(&second_null),
+                values: Some(&costs),
+                ..RawArray::default()
+            }),
+            turns: Some(RawArray { len: 1, offsets: Some(&one_each), ..RawArray::default() }),
+            turn_user_input: Some(string_array(&turns, b"q", 1)),
+            ..RawTraces::default()
+        };
+        let t = ArrowTraces::new(&raw).unwrap();
+        let (parts, len) = t.parts(0);
+        assert_eq!((parts.calls[0].turn, parts.calls[0].agent), (7, "x/y"));
+        let m = &parts.model_calls;
+        assert_eq!((m[0].model, m[0].input_tokens, m[0].cost), ("m", 5, Some(0.25)));
+        assert_eq!((m[1].model, m[1].input_tokens, m[1].cost), ("n", u64::MAX, None));
+        assert_eq!((parts.turns[0].user_input, parts.turns[0].final_answer), ("q", ""));
+        let trace = t.trace(0);
+        assert_eq!(prost::Message::encoded_len(&trace), len);
+        assert_eq!(trace.model_calls[1].cost, None);
+        assert_eq!(trace.calls[0].agent, "x/y");
+        // A turn column too short for the calls it must cover.
+        let e = ArrowTraces::new(&RawTraces {
+            call_turn: Some(RawArray { len: 1, values: Some(&turn[..3]), ..RawArray::default() }),
+            ..raw
+        })
+        .unwrap_err();
+        assert!(e.contains("calls.turn: values buffer"), "{e}");
     }
 
     #[test]

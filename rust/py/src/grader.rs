@@ -401,7 +401,7 @@ fn outcome_value(outcome: &[u8]) -> (u64, Range<usize>) {
 type ColumnBuffers =
     (usize, usize, Option<PyBackedBytes>, Option<PyBackedBytes>, Option<PyBackedBytes>, bool);
 
-const ARROW_COLUMNS: [&str; 13] = [
+const ARROW_COLUMNS: [&str; 28] = [
     "id",
     "final_answer",
     "calls",
@@ -412,9 +412,24 @@ const ARROW_COLUMNS: [&str; 13] = [
     "calls.id",
     "calls.start_time_unix_nano",
     "calls.end_time_unix_nano",
+    "calls.turn",
+    "calls.agent",
+    "calls.server",
     "metadata",
     "metadata.key",
     "metadata.value",
+    "model_calls",
+    "model_calls.model",
+    "model_calls.input_tokens",
+    "model_calls.output_tokens",
+    "model_calls.cost",
+    "model_calls.turn",
+    "model_calls.agent",
+    "model_calls.start_time_unix_nano",
+    "model_calls.end_time_unix_nano",
+    "turns",
+    "turns.user_input",
+    "turns.final_answer",
 ];
 
 fn raw_array(c: &ColumnBuffers) -> RawArray<'_> {
@@ -453,9 +468,24 @@ fn raw_traces(rows: usize, columns: &HashMap<String, ColumnBuffers>) -> RawTrace
         call_id: get("calls.id"),
         call_start_time_unix_nano: get("calls.start_time_unix_nano"),
         call_end_time_unix_nano: get("calls.end_time_unix_nano"),
+        call_turn: get("calls.turn"),
+        call_agent: get("calls.agent"),
+        call_server: get("calls.server"),
         metadata: get("metadata"),
         metadata_key: get("metadata.key"),
         metadata_value: get("metadata.value"),
+        model_calls: get("model_calls"),
+        model_call_model: get("model_calls.model"),
+        model_call_input_tokens: get("model_calls.input_tokens"),
+        model_call_output_tokens: get("model_calls.output_tokens"),
+        model_call_cost: get("model_calls.cost"),
+        model_call_turn: get("model_calls.turn"),
+        model_call_agent: get("model_calls.agent"),
+        model_call_start_time_unix_nano: get("model_calls.start_time_unix_nano"),
+        model_call_end_time_unix_nano: get("model_calls.end_time_unix_nano"),
+        turns: get("turns"),
+        turn_user_input: get("turns.user_input"),
+        turn_final_answer: get("turns.final_answer"),
     }
 }
 
