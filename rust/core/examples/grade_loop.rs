@@ -6,7 +6,7 @@
 //! JSON line decoder alone, `grade_loop N trajectory` for one v1 `trajectory_match` and
 //! `grade_loop N per_turn` for the same assertion `per_turn` over 5 turns (calls and reference
 //! spread over turns 1-5; the same traces in both); `grade_loop N expr 'EXPR'` for one
-//! `expression` assertion, `grade_loop N inorder` for one v1 `trajectory_match` IN_ORDER
+//! `expression` assertion, `grade_loop N inorder` for one v1 `trajectory_match` `IN_ORDER`
 //! (the first trace's calls as the reference) on the same traces.
 #[path = "../benches/workload.rs"]
 mod workload;

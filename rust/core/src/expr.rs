@@ -159,10 +159,10 @@ impl Expression {
     /// stop, the result is `Err` and `work.stopped()` tells why.
     pub fn evaluate(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
         // Layered so that each borrows the ones before (see `bind`).
-        let parsed = bind::parsed(b, &self.reads);
-        let records = bind::Records::new(b, &parsed, &self.reads, self.reads_result_json);
+        let parsed = bind::parsed(b, self.reads);
+        let records = bind::Records::new(b, &parsed, self.reads, self.reads_result_json);
         let mut ctx = Context::with_env(Arc::clone(&ENV));
-        records.bind(&mut ctx, b, &self.reads);
+        records.bind(&mut ctx, b, self.reads);
         self.run(&ctx, work)
     }
 

@@ -34,7 +34,7 @@ pub struct Parsed {
 }
 
 /// One [`Parsed`] per call when the expression names `calls`.
-pub fn parsed(b: &Bindings<'_>, reads: &Reads) -> Vec<Parsed> {
+pub fn parsed(b: &Bindings<'_>, reads: Reads) -> Vec<Parsed> {
     if !reads.calls {
         return Vec::new();
     }
@@ -72,7 +72,7 @@ pub struct Records<'v> {
 
 impl<'v> Records<'v> {
     /// The records of the variables `reads` names; `parsed` is [`parsed`]'s.
-    pub fn new(b: &Bindings<'v>, parsed: &'v [Parsed], reads: &Reads, result_json: bool) -> Self {
+    pub fn new(b: &Bindings<'v>, parsed: &'v [Parsed], reads: Reads, result_json: bool) -> Self {
         let calls = if reads.calls {
             b.calls
                 .iter()
@@ -92,7 +92,7 @@ impl<'v> Records<'v> {
     }
 
     /// Binds the variables `reads` names in `ctx`.
-    pub fn bind<'s>(&'s self, ctx: &mut Context<'_, 's>, b: &Bindings<'s>, reads: &Reads) {
+    pub fn bind<'s>(&'s self, ctx: &mut Context<'_, 's>, b: &Bindings<'s>, reads: Reads) {
         let record = |entries: &'s dyn Entries<'v>| -> Boxed<'s> {
             Box::new(Record { entries, as_map: self.as_map })
         };

@@ -43,7 +43,7 @@ impl fmt::Debug for Record<'_, '_> {
     }
 }
 
-impl<'s, 'v> Val for Record<'s, 'v> {
+impl Val for Record<'_, '_> {
     fn get_type(&self) -> &Type {
         <Self as Val>::cel_type()
     }
