@@ -5,7 +5,9 @@
 //! `grade_loop N json` for native JSONL lines to regrade rows, `grade_loop N jsondecode` for the
 //! JSON line decoder alone, `grade_loop N trajectory` for one v1 `trajectory_match` and
 //! `grade_loop N per_turn` for the same assertion `per_turn` over 5 turns (calls and reference
-//! spread over turns 1-5; the same traces in both).
+//! spread over turns 1-5; the same traces in both); `grade_loop N expr 'EXPR'` for one
+//! `expression` assertion, `grade_loop N inorder` for one v1 `trajectory_match` `IN_ORDER`
+//! (the first trace's calls as the reference) on the same traces.
 #[path = "../benches/workload.rs"]
 mod workload;
 
@@ -54,6 +56,26 @@ fn main() {
     } else if turns {
         let grader = Grader::new(Limits::default(), threads);
         let suite = workload::trajectory_suite(mode.as_deref() == Some("per_turn"));
+        let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
+        grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
+    } else if mode.as_deref() == Some("expr") {
+        let grader = Grader::new(Limits::default(), 1);
+        let expr = args.next().unwrap_or_else(|| "calls.all(c, c.name != '')".to_owned());
+        let suite: trajgrade_core::proto::v1::Suite = serde_json::from_value(
+            serde_json::json!({"assertions": [{"expression": {"expr": expr}}]}),
+        )
+        .expect("a suite");
+        let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
+        grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
+    } else if mode.as_deref() == Some("inorder") {
+        let grader = Grader::new(Limits::default(), 1);
+        let first = Trace::decode(refs[0]).expect("a trace");
+        let reference: Vec<_> =
+            first.calls.iter().map(|c| serde_json::json!({"name": c.name})).collect();
+        let suite: trajgrade_core::proto::v1::Suite = serde_json::from_value(serde_json::json!(
+            {"assertions": [{"trajectory_match": {"reference": reference, "mode": "TRAJECTORY_MODE_IN_ORDER"}}]}
+        ))
+        .expect("a suite");
         let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
         grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
     } else if floor {

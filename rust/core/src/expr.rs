@@ -12,7 +12,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::IdedExpr;
-use cel::common::types::CelString;
 use cel::{Context, Env, ExecutionError, Value as CelValue};
 
 use crate::json::Value;
@@ -22,7 +21,11 @@ use crate::work::Work;
 mod bind;
 mod check;
 pub mod cost;
+#[cfg(test)]
+mod differential;
 mod numbers;
+mod reads;
+mod record;
 
 /// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).
 pub const MAX_EXPRESSION_BYTES: usize = 65_535;
@@ -39,8 +42,12 @@ pub const MAX_COMPREHENSION_NESTING: usize = 4;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ExprCall<'a> {
     pub name: &'a str,
-    /// Parsed arguments; `None` when not recorded or not valid JSON (CEL `null`).
+    /// Parsed arguments; `None` when not recorded or not valid JSON (CEL `null`), or when
+    /// they are to be parsed from `args_text`.
     pub args: Option<&'a Value>,
+    /// The argument text, parsed (as `trace::parse_args` does) only if the expression reads
+    /// `args` and `args` is `None`.
+    pub args_text: Option<&'a str>,
     /// Raw result text (`""` when absent); `result_json` is parsed from it.
     pub result: &'a str,
     pub error: bool,
@@ -86,6 +93,8 @@ pub struct Expression {
     cost_limit: u64,
     /// Whether evaluating it can read a call's `result_json` (else results are not parsed).
     reads_result_json: bool,
+    /// The variables it names, and whether records must act as built maps (see [`reads`]).
+    reads: reads::Reads,
 }
 
 const _: () = {
@@ -138,25 +147,41 @@ impl Expression {
         }
         let mut expr = program.expression().clone();
         check::check(&expr, &ENV)?;
-        let reads_result_json = bind::reads_result_json(&expr);
+        let reads_result_json = reads::reads_result_json(&expr);
+        let reads = reads::reads(&expr);
         numbers::rewrite(&mut expr);
         cost::instrument(&mut expr);
-        Ok(Expression { expr, cost_limit, reads_result_json })
+        Ok(Expression { expr, cost_limit, reads_result_json, reads })
     }
 
     /// Evaluates to a bool; anything else (or an evaluation error, the cost limit exceeded
     /// included) is `Err` with a message. The units spent go to `work` too; when `work` says
     /// stop, the result is `Err` and `work.stopped()` tells why.
     pub fn evaluate(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
-        let results = bind::parsed_results(b.calls, self.reads_result_json, b.max_json_depth);
+        // Layered so that each borrows the ones before (see `bind`).
+        let parsed = bind::parsed(b, self.reads);
+        let records = bind::Records::new(b, &parsed, self.reads, self.reads_result_json);
         let mut ctx = Context::with_env(Arc::clone(&ENV));
-        ctx.add_variable_as_val("calls", bind::calls(b.calls, &results));
-        ctx.add_variable_as_val("answer", Box::new(CelString::from(b.answer)));
-        ctx.add_variable_as_val("metadata", bind::metadata(b.metadata));
-        ctx.add_variable_as_val("model_calls", bind::model_calls(b.model_calls));
-        ctx.add_variable_as_val("usage", bind::usage(b.model_calls));
+        records.bind(&mut ctx, b, self.reads);
+        self.run(&ctx, work)
+    }
+
+    /// [`evaluate`](Self::evaluate) with every variable built in full, as before records
+    /// were lazy: the reference the lazy binding is tested against.
+    #[cfg(test)]
+    fn evaluate_eager(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
+        let parsed: Vec<bind::Parsed> =
+            std::iter::repeat_with(bind::Parsed::default).take(b.calls.len()).collect();
+        let results = bind::eager::results(b, self.reads_result_json);
+        let mut ctx = Context::with_env(Arc::clone(&ENV));
+        bind::eager::bind(&mut ctx, b, &parsed, &results);
+        self.run(&ctx, work)
+    }
+
+    /// Evaluates the expression with the variables of `ctx`, metered.
+    fn run(&self, ctx: &Context<'_, '_>, work: &Work) -> Result<bool, String> {
         let (outcome, used, stop) = cost::metered(self.cost_limit, work, || {
-            catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, &ctx)))
+            catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, ctx)))
         });
         // Units are spent even when the evaluation failed: the work was done.
         let work_ok = work.spend(used.saturating_mul(cost::WORK_PER_COST_UNIT));

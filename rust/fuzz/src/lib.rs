@@ -743,6 +743,7 @@ pub fn expression(data: &[u8]) {
         .map(|i| ExprCall {
             name: ["a", "b", "a", "c"][i],
             args: (i % 2 == 0).then_some(&args),
+            args_text: (i == 1).then_some(r#"{"a":2,"e":[true]}"#),
             result: ["{\"ok\":true,\"n\":2}", "", "not json", "[1, 2.5]"][i],
             error: i == 3,
             position: i as u32 + 1,

@@ -39,20 +39,27 @@ impl Check for ExpressionCheck {
             .calls()
             .iter()
             .enumerate()
-            .map(|(i, c)| ExprCall {
-                name: c.name,
-                args: match t.args(i) {
-                    Args::Parsed(v) => Some(v),
-                    _ => None,
-                },
-                result: c.result.unwrap_or(""),
-                error: c.error,
-                // The original position, also under a scope (§11).
-                position: t.pos(i),
-                duration_ns: c.duration_ns(),
-                turn: c.turn,
-                agent: c.agent,
-                server: c.server,
+            .map(|(i, c)| {
+                // Arguments a matcher already parsed are reused; others are parsed only if
+                // the expression reads them.
+                let (args, args_text) = match t.parsed_args(i) {
+                    Some(Args::Parsed(v)) => (Some(v), None),
+                    Some(_) => (None, None),
+                    None => (None, c.arguments_json),
+                };
+                ExprCall {
+                    name: c.name,
+                    args,
+                    args_text,
+                    result: c.result.unwrap_or(""),
+                    error: c.error,
+                    // The original position, also under a scope (§11).
+                    position: t.pos(i),
+                    duration_ns: c.duration_ns(),
+                    turn: c.turn,
+                    agent: c.agent,
+                    server: c.server,
+                }
             })
             .collect();
         let bindings = Bindings {
