@@ -52,10 +52,10 @@ __all__ = [
     "with_details",
 ]
 
-E = TypeVar("E", bound=TrajgradeError)
+_E = TypeVar("_E", bound=TrajgradeError)
 
 
-def with_details(exc: E, *, reason_code: str, field: str = "") -> E:
+def with_details(exc: _E, *, reason_code: str, field: str = "") -> _E:
     """`exc` with the attributes every TrajgradeError carries, as the core sets them: how the
     server and the client make a core class (whose constructor takes only the message)."""
     exc.reason_code = reason_code
