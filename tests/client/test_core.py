@@ -49,14 +49,17 @@ def _trailing(reason: str | None, **metadata: str) -> tuple[tuple[str, bytes], .
 
 
 class FakeRpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, reason: str | None = None, **metadata: str) -> None:
+    def __init__(
+        self, code: grpc.StatusCode, reason: str | None = None, details: str = "", **metadata: str
+    ) -> None:
         self._code, self._trailing = code, _trailing(reason, **metadata)
+        self._details = details or f"{code.name} from the test"
 
     def code(self) -> grpc.StatusCode:
         return self._code
 
     def details(self) -> str:
-        return f"{self._code.name} from the test"
+        return self._details
 
     def trailing_metadata(self) -> Any:
         return self._trailing
@@ -304,6 +307,20 @@ def test_the_stream_plan_reconnects_inlines_the_suite_and_ends() -> None:
     assert plan.send(END) == Emit([])
     with pytest.raises(StopIteration):
         plan.send(None)
+
+
+def test_the_stream_plan_reopens_after_the_internal_grpc_aio_makes_up() -> None:
+    state = _state()
+    plan = stream_plan(state, Retry(RetryPolicy(jitter=0.0), Deadline(None), random.Random(0)))
+    plan.send(None)
+    plan.send(None)
+    made_up = FakeRpcError(Code.INTERNAL, details="Internal error from Core")
+    assert plan.send(Failed.of(made_up)) == Sleep(0.1)  # the real status was lost: retried
+    assert plan.send(None) == Open(None)
+    plan.send(None)
+    ours = FakeRpcError(Code.INTERNAL, "INTERNAL", details="Internal error from Core")
+    with pytest.raises(errors.InternalError):  # the server's own INTERNAL: never retried
+        plan.send(Failed.of(ours))
 
 
 def test_the_stream_plan_raises_what_it_does_not_retry() -> None:
