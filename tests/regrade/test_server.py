@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from trajgrade.client import Client
 from trajgrade.commands import regrade as regrade_command
+from trajgrade.errors import ServiceError
 from trajgrade.regrade import regrade
-from trajgrade.regrade.server import ServerError
 from trajgrade.server.app import GradingServer
 from trajgrade.server.settings import Settings
 
@@ -62,7 +62,7 @@ def test_server_mode_equals_local(
 def test_server_mode_without_the_token_is_refused(
     workload: dict[str, Path], tmp_path: Path, server_address: str
 ) -> None:
-    with pytest.raises(ServerError, match=r"RegisterSuite on 127\.0\.0\.1:\d+: "):
+    with pytest.raises(ServiceError, match=r"RegisterSuite on 127\.0\.0\.1:\d+: "):
         regrade(
             [str(workload["jsonl"])], workload["suite"], str(tmp_path / "out.jsonl"),
             server=server_address,

@@ -107,12 +107,35 @@ async def test_non_utf8_suite_id_is_invalid_argument_on_grading_rpcs(
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await server.raw_unary("GradeTrace")(grade)
     _invalid(err.value, "INVALID_REQUEST")
-    # A batch with a bad trace goes the per-trace way in the servicer: the same answer there.
+    # A batch, with or without a bad trace: the same answer (the core reads the envelope).
     for traces in ([trace], [trace, bad_utf8_trace()]):
         batch = length_delimited(2, NOT_UTF8) + b"".join(length_delimited(3, t) for t in traces)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await server.raw_unary("BatchGradeTraces")(batch)
         _invalid(err.value, "INVALID_REQUEST")
+
+
+async def test_a_malformed_batch_envelope_fails_the_call_as_grade_trace_does(
+    server: Harness, valid_cases: list[Case]
+) -> None:
+    """A field of the wrong wire type, or an inline suite that does not decode, is the whole
+    call's INVALID_REQUEST in BatchGradeTraces as in GradeTrace (never graded item by item)."""
+    case = valid_cases[0]
+    trace = case.trace.SerializeToString()
+    suite = case.suite.SerializeToString()
+    batches = [
+        length_delimited(1, suite) + length_delimited(3, trace) + b"\x18\x01",  # traces varint
+        length_delimited(1, b"\xff\xff\xff") + length_delimited(3, trace),  # suite undecodable
+    ]
+    for batch in batches:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await server.raw_unary("BatchGradeTraces")(batch)
+        _invalid(err.value, "INVALID_REQUEST", "")
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await server.raw_unary("GradeTrace")(
+            length_delimited(1, trace) + length_delimited(2, b"\xff\xff\xff")
+        )
+    _invalid(err.value, "INVALID_REQUEST", "")
 
 
 @pytest.mark.parametrize("form", ["trace", "traces"])

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 import pytest
 from trajgrade import _core
+from trajgrade.errors import InvalidRequestError
 from trajgrade.server import wire
-from trajgrade.server.status import RequestInvalidError
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import trace_pb2
 from trajgrade.wire import length_delimited
@@ -334,7 +334,7 @@ def test_split_fields_reads_every_length_and_keeps_other_fields(size: int) -> No
     ],
 )
 def test_split_fields_rejects_broken_framing(message: bytes) -> None:
-    with pytest.raises(RequestInvalidError):
+    with pytest.raises(InvalidRequestError):
         wire.split_fields(message, 4, (1, 2, 3))
 
 

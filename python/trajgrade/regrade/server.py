@@ -6,14 +6,10 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 
-from trajgrade._core import TrajgradeError
 from trajgrade.client import Client, Outcome
+from trajgrade.errors import InternalError, ServiceError, TrajgradeError, with_details
 from trajgrade.regrade.source import Chunk, ItemsChunk
 from trajgrade.v1 import result_pb2
-
-
-class ServerError(Exception):
-    """The server refused the suite or ended the stream with a status."""
 
 
 def _outcome_bytes(outcome: Outcome) -> bytes:
@@ -21,6 +17,10 @@ def _outcome_bytes(outcome: Outcome) -> bytes:
     if isinstance(outcome, result_pb2.GradeResult):
         return result_pb2.TraceOutcome(result=outcome).SerializeToString()
     return result_pb2.TraceOutcome(error=outcome).SerializeToString()
+
+
+def _protocol_error(what: str) -> InternalError:
+    return with_details(InternalError(what), reason_code="PROTOCOL_ERROR")
 
 
 def _why(error: TrajgradeError) -> str:
@@ -45,7 +45,7 @@ class ServerBackend:
             self.suite_id: str = self._client.register_suite(suite_bytes)
         except TrajgradeError as exc:
             self.close()
-            raise ServerError(f"RegisterSuite on {self._client.target}: {_why(exc)}") from None
+            raise ServiceError(f"RegisterSuite on {self._client.target}: {_why(exc)}") from None
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         """Each chunk with its outcomes filled in, as the stream returns them."""
@@ -71,14 +71,14 @@ class ServerBackend:
             for outcome in stream:
                 yield from ready()
                 if not pending:
-                    raise ServerError("the server sent more outcomes than traces")
+                    raise _protocol_error("the server sent more outcomes than traces")
                 pending[0][0].outcomes.append(_outcome_bytes(outcome))
                 yield from ready()
         except TrajgradeError as exc:
-            raise ServerError(f"StreamGradeTraces on {self._client.target}: {_why(exc)}") from None
+            raise ServiceError(f"StreamGradeTraces on {self._client.target}: {_why(exc)}") from None
         yield from ready()
         if pending:
-            raise ServerError("the stream ended before every trace had its outcome")
+            raise _protocol_error("the stream ended before every trace had its outcome")
 
     def close(self) -> None:
         """Close the client, if this backend made it."""

@@ -16,13 +16,9 @@ from typing import Any
 
 import grpc
 
+from trajgrade.errors import ServiceError, ShuttingDownError, TooManyRpcsError
 from trajgrade.server.metrics import ServerMetrics
-from trajgrade.server.status import (
-    ServerError,
-    ShuttingDownError,
-    TooManyRpcsError,
-    to_status,
-)
+from trajgrade.server.status import to_status
 
 
 class Admission(grpc.GenericRpcHandler):  # type: ignore[misc]
@@ -70,7 +66,7 @@ class Admission(grpc.GenericRpcHandler):  # type: ignore[misc]
             return grpc.stream_stream_rpc_method_handler(self._stream(rpc, handler.stream_stream))
         return grpc.unary_unary_rpc_method_handler(self._unary(rpc, handler.unary_unary))
 
-    def _refusal(self) -> ServerError | None:
+    def _refusal(self) -> ServiceError | None:
         """Why a call arriving now is refused, or None to run it."""
         self.last_arrival = time.monotonic()
         if self.draining:
@@ -95,7 +91,7 @@ class Admission(grpc.GenericRpcHandler):  # type: ignore[misc]
         if self._active == 0:
             self._idle.set()
 
-    async def _refuse(self, rpc: str, error: ServerError, context: Any) -> None:
+    async def _refuse(self, rpc: str, error: ServiceError, context: Any) -> None:
         status = to_status(error, rpc=rpc)
         self._metrics.count(rpc, status.code, 0.0)
         self.refusing += 1

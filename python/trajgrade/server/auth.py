@@ -8,7 +8,8 @@ from typing import Any
 
 import grpc
 
-from trajgrade.server.status import UnauthenticatedError, to_status
+from trajgrade.errors import UnauthenticatedError
+from trajgrade.server.status import to_status
 
 # Health stays open so orchestrators and `trajgrade health` need no secret.
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)

@@ -12,13 +12,13 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from trajgrade import _core
-from trajgrade.server.metrics import ServerMetrics
-from trajgrade.server.status import (
-    DeadlinePassedError,
+from trajgrade.errors import (
+    CallCancelledError,
+    DeadlineExceededError,
     QueueFullError,
-    RequestCancelledError,
     ShuttingDownError,
 )
+from trajgrade.server.metrics import ServerMetrics
 
 log = logging.getLogger("trajgrade.server")
 
@@ -267,14 +267,14 @@ class Batcher:
         if entry.deadline is not None and now >= entry.deadline:
             self._metrics.dropped.labels("deadline").inc()
             entry.future.set_exception(
-                DeadlinePassedError("the deadline passed before the request was graded")
+                DeadlineExceededError("the deadline passed before the request was graded")
             )
             # Nobody may await it any more (the RPC is over); mark the exception retrieved.
             entry.future.exception()
             return False
         if entry.cancel is not None and entry.cancel.cancelled:
             self._metrics.dropped.labels("cancelled").inc()
-            entry.future.set_exception(RequestCancelledError("the call was cancelled"))
+            entry.future.set_exception(CallCancelledError("the call was cancelled"))
             entry.future.exception()
             return False
         return True

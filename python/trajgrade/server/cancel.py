@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from trajgrade import _core
-from trajgrade.server.status import DeadlinePassedError
+from trajgrade.errors import DeadlineExceededError
 
 
 @contextlib.contextmanager
@@ -34,10 +34,10 @@ def cancellation(context: Any) -> Iterator[_core.CancelToken]:
         # A batch or stream chunk cut by the deadline comes back as CANCELLED item errors, not
         # as CancelledError: it is a partial answer, and the deadline's status replaces it.
         if token.cancelled and (expired or _deadline_passed(context)):
-            raise DeadlinePassedError("the deadline passed while the request was graded")
+            raise DeadlineExceededError("the deadline passed while the request was graded")
     except _core.CancelledError as exc:
         if expired or _deadline_passed(context):
-            raise DeadlinePassedError("the deadline passed while the request was graded") from exc
+            raise DeadlineExceededError("the deadline passed while the request was graded") from exc
         raise
     except BaseException:
         token.cancel()

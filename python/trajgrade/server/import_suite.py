@@ -13,7 +13,7 @@ import concurrent.futures
 from typing import Any
 
 from trajgrade import _core
-from trajgrade.server.status import RequestInvalidError
+from trajgrade.server.status import invalid_request
 from trajgrade.suites import import_text
 from trajgrade.v1 import grader_service_pb2
 
@@ -36,12 +36,12 @@ class ImportSuiteHandler:
         message = grader_service_pb2.ImportSuiteRequest.FromString(request)
         size = len(message.text.encode("utf-8"))
         if size > self._max_bytes:
-            raise RequestInvalidError(
+            raise invalid_request(
                 f"the suite text is {size} bytes; at most {self._max_bytes} (max_suite_bytes)",
                 field="text",
             )
         if not message.text.strip():
-            raise RequestInvalidError("text is required (the suite file's content)", field="text")
+            raise invalid_request("text is required (the suite file's content)", field="text")
         suite, found = import_text(
             message.text,
             format=message.format or "auto",

@@ -12,19 +12,13 @@ from typing import Any, Protocol, TypeAlias
 import grpc
 
 from trajgrade import _core
+from trajgrade.errors import LimitExceededError, QueueFullError, ShuttingDownError, with_details
 from trajgrade.server import wire
 from trajgrade.server.batcher import Batcher
 from trajgrade.server.cancel import cancellation
 from trajgrade.server.import_suite import ImportSuiteHandler
 from trajgrade.server.metrics import ServerMetrics
-from trajgrade.server.status import (
-    QueueFullError,
-    RequestInvalidError,
-    ShuttingDownError,
-    SuiteUnknownError,
-    TooManyTracesError,
-    to_status,
-)
+from trajgrade.server.status import invalid_request, suite_not_found, to_status
 from trajgrade.v1 import grader_service_pb2, result_pb2
 from trajgrade.wire import length_delimited
 
@@ -39,10 +33,6 @@ _SUITE_REF = (2, 3)
 # as its field 1.
 _OUTCOME = 1
 _SUITE = 1
-# BatchGradeTracesRequest: suite = 1, suite_id = 2, traces = 3; its response: outcomes = 1.
-_BATCH_SUITE = 1
-_BATCH_SUITE_REF = (1, 2)
-_BATCH_TRACES = 3
 # StreamGradeTracesRequest.traces = 4 (a chunk; the core frames its outcomes as field 2).
 _STREAM_TRACE = 1
 _STREAM_SUITE = 2
@@ -119,33 +109,14 @@ class GraderServicer:
     def _grade_batch_envelope(self, request: bytes, token: _core.CancelToken) -> bytes:
         """Runs on a grading thread: the whole BatchGradeTracesRequest in one core call.
 
-        The core decodes the envelope in one go, so a trace that does not decode (invalid
-        UTF-8, broken framing) fails the whole call there. Only then, the envelope is split on
-        its outer framing (the traces themselves stay undecoded) and graded trace by trace, so
-        that one bad trace gets its own ItemError and its siblings are graded (SPEC 7).
+        The core keeps each trace as bytes while it reads the envelope, so a trace that does
+        not decode (invalid UTF-8, broken framing inside it) or is over a limit is that item's
+        ItemError and its siblings are graded (SPEC 7). A malformed envelope (its framing, a
+        field of the wrong wire type, a suite_id that is not UTF-8, an undecodable inline
+        suite), no suite, too many traces, or a bad or unknown suite fails the whole call, as
+        in GradeTrace.
         """
-        try:
-            return self._grader.grade_batch_request(request, token)
-        except _core.InvalidRequestError:
-            pass
-        suite_ref: tuple[int, bytes] | None = None
-        traces: list[bytes] = []
-        for number, _, value_start, end in wire.top_level_fields(request):
-            if number in _BATCH_SUITE_REF:
-                suite_ref = (number, request[value_start:end])
-            elif number == _BATCH_TRACES:
-                traces.append(request[value_start:end])
-        if suite_ref is None:
-            raise RequestInvalidError("set suite or suite_id", field="suite_ref")
-        if len(traces) > self._max_batch_items:
-            raise RequestInvalidError(
-                f"{len(traces)} traces in one call; the limit is {self._max_batch_items}",
-                field="traces",
-            )
-        number, value = suite_ref
-        suite = self._suite(inline=number == _BATCH_SUITE, value=value)
-        outcomes = self._grader.grade_traces(suite, traces, token)
-        return b"".join(length_delimited(_OUTCOME, o) for o in outcomes)
+        return self._grader.grade_batch_request(request, token)
 
     def _suite(self, *, inline: bool, value: bytes) -> Any:
         """The compiled suite of a suite_ref: an inline Suite's bytes, or a suite_id's text."""
@@ -154,7 +125,7 @@ class GraderServicer:
         suite_id = wire.text(value, "suite_id")
         suite = self._grader.get_suite(suite_id)
         if suite is None:
-            raise SuiteUnknownError(f"unknown suite_id {suite_id!r}", field="suite_id")
+            raise suite_not_found(f"unknown suite_id {suite_id!r}", field="suite_id")
         return suite
 
     def _grade_chunk(
@@ -183,12 +154,10 @@ class GraderServicer:
         # the caller's INVALID_ARGUMENT, not a decode exception (INTERNAL).
         suite_id = wire.string_field(request, _SUITE, "suite_id")
         if not suite_id:
-            raise RequestInvalidError("suite_id is required", field="suite_id")
+            raise invalid_request("suite_id is required", field="suite_id")
         compiled = self._grader.get_suite(suite_id)
         if compiled is None:
-            raise SuiteUnknownError(
-                f"no suite with id {suite_id!r} is registered", field="suite_id"
-            )
+            raise suite_not_found(f"no suite with id {suite_id!r} is registered", field="suite_id")
         return length_delimited(_SUITE, compiled.suite_bytes())
 
     async def stream_grade_traces(
@@ -267,7 +236,7 @@ class GraderServicer:
                         await self._check_suite(*suite)
                         checked = suite
                 elif suite_field is None:
-                    raise RequestInvalidError(
+                    raise invalid_request(
                         "the first StreamGradeTracesRequest must set suite or suite_id",
                         field="suite_ref",
                     )
@@ -309,13 +278,16 @@ class GraderServicer:
         """A chunk message of ``traces`` traces, checked, ready to be graded alone in one core
         call."""
         if has_trace:
-            raise RequestInvalidError(
+            raise invalid_request(
                 "a StreamGradeTracesRequest sets trace or traces, not both", field="traces"
             )
         if traces > self._max_batch_items:
-            raise TooManyTracesError(
-                f"{traces} traces in one StreamGradeTracesRequest; the limit is "
-                f"{self._max_batch_items} (max_batch_items)",
+            raise with_details(
+                LimitExceededError(
+                    f"{traces} traces in one StreamGradeTracesRequest; the limit is "
+                    f"{self._max_batch_items} (max_batch_items)"
+                ),
+                reason_code="TOO_MANY_TRACES",
                 field="traces",
             )
         inline, value = suite

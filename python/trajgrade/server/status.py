@@ -1,4 +1,7 @@
-"""The one table from exceptions to gRPC statuses (google.rpc.Status with ErrorInfo)."""
+"""The one table from exceptions to gRPC statuses (google.rpc.Status with ErrorInfo).
+
+The exceptions are trajgrade.errors' (the client maps the statuses back to the same classes).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,20 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from trajgrade import _core
+from trajgrade.errors import (
+    CallCancelledError,
+    CancelledError,
+    DeadlineExceededError,
+    InvalidRequestError,
+    InvalidSuiteError,
+    LimitExceededError,
+    OverloadedError,
+    ServiceError,
+    ShuttingDownError,
+    SuiteNotFoundError,
+    UnauthenticatedError,
+    with_details,
+)
 
 DOMAIN = "trajgrade"
 
@@ -22,77 +38,13 @@ MAX_MESSAGE_CHARS = 2048
 
 log = logging.getLogger("trajgrade.server")
 
-
-class ServerError(Exception):
-    """A whole-call failure raised by the server itself (not the core)."""
-
-    reason_code = "SERVER_ERROR"
-
-    def __init__(self, message: str, *, field: str = "", **metadata: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        self.metadata = metadata
-
-
-class OverloadedError(ServerError):
-    """The server refused the call for lack of capacity; safe to retry after `retry_after_ms`."""
-
-    reason_code = "OVERLOADED"
-
-
-class QueueFullError(OverloadedError):
-    """The batch queue is at its bound; nothing was accepted."""
-
-    reason_code = "QUEUE_FULL"
-
-
-class TooManyRpcsError(OverloadedError):
-    """More GraderService calls in flight than max_concurrent_rpcs; this one was refused."""
-
-    reason_code = "TOO_MANY_RPCS"
-
-
-class DeadlinePassedError(ServerError):
-    """The caller's deadline passed before the item was graded."""
-
-    reason_code = "DEADLINE_EXCEEDED"
-
-
-class RequestCancelledError(ServerError):
-    """The caller cancelled the call before its item was graded."""
-
-    reason_code = "CANCELLED"
-
-
-class ShuttingDownError(ServerError):
-    """The server is draining and accepts no new work."""
-
-    reason_code = "SHUTTING_DOWN"
-
-
-class SuiteUnknownError(ServerError):
-    """GetSuite asked for an id this server does not hold."""
-
-    reason_code = "SUITE_NOT_FOUND"
-
-
-class UnauthenticatedError(ServerError):
-    """The bearer token is missing or wrong."""
-
-    reason_code = "UNAUTHENTICATED"
-
-
-class RequestInvalidError(ServerError):
-    """The request is unusable before it reaches the core (e.g. a stream without a suite)."""
-
-    reason_code = "INVALID_REQUEST"
-
-
-class TooManyTracesError(RequestInvalidError):
-    """A stream message carries more traces than max_batch_items (the batch limit)."""
-
-    reason_code = "TOO_MANY_TRACES"
+# The server's old names for trajgrade.errors' classes: the same objects, for code written
+# against them. New code uses the errors' names.
+ServerError = ServiceError
+RequestInvalidError = InvalidRequestError
+SuiteUnknownError = SuiteNotFoundError
+DeadlinePassedError = DeadlineExceededError
+RequestCancelledError = CallCancelledError
 
 
 @dataclass(frozen=True)
@@ -104,16 +56,14 @@ class _Row:
 # The table (STYLE 6.4, SPEC 7). Order matters: the first matching class wins, so subclasses
 # come before the classes they extend.
 _TABLE: tuple[tuple[type[BaseException], _Row], ...] = (
-    (_core.InvalidSuiteError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
-    (_core.InvalidRequestError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
-    (_core.LimitExceededError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
-    (_core.SuiteNotFoundError, _Row(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND)),
-    (SuiteUnknownError, _Row(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND)),
-    (RequestInvalidError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
+    (InvalidSuiteError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
+    (InvalidRequestError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
+    (LimitExceededError, _Row(grpc.StatusCode.INVALID_ARGUMENT, code_pb2.INVALID_ARGUMENT)),
+    (SuiteNotFoundError, _Row(grpc.StatusCode.NOT_FOUND, code_pb2.NOT_FOUND)),
     (OverloadedError, _Row(grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED)),
-    (DeadlinePassedError, _Row(grpc.StatusCode.DEADLINE_EXCEEDED, code_pb2.DEADLINE_EXCEEDED)),
-    (_core.CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
-    (RequestCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
+    (DeadlineExceededError, _Row(grpc.StatusCode.DEADLINE_EXCEEDED, code_pb2.DEADLINE_EXCEEDED)),
+    (CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
+    (CallCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (ShuttingDownError, _Row(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE)),
     (UnauthenticatedError, _Row(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED)),
 )
@@ -154,7 +104,7 @@ def to_status(exc: BaseException, *, rpc: str = "") -> grpc.Status:
     details: list[object] = []
 
     problems = getattr(exc, "problems", None)
-    if isinstance(exc, _core.InvalidSuiteError) and problems:
+    if isinstance(exc, InvalidSuiteError) and problems:
         listed = [(str(f), str(m)) for f, m in problems]
         metadata["problems"] = str(len(listed))
         if not field:
@@ -202,3 +152,13 @@ def error_info(trailing_metadata: Any) -> error_details_pb2.ErrorInfo | None:
                     detail.Unpack(info)
                     return info
     return None
+
+
+def invalid_request(message: str, *, field: str = "") -> InvalidRequestError:
+    """A request the server refuses before it reaches the core (reason INVALID_REQUEST)."""
+    return with_details(InvalidRequestError(message), reason_code="INVALID_REQUEST", field=field)
+
+
+def suite_not_found(message: str, *, field: str = "suite_id") -> SuiteNotFoundError:
+    """A suite_id this server does not hold (reason SUITE_NOT_FOUND, as the core's)."""
+    return with_details(SuiteNotFoundError(message), reason_code="SUITE_NOT_FOUND", field=field)

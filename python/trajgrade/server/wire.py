@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from trajgrade.server.status import RequestInvalidError
+from trajgrade.errors import InvalidRequestError
+from trajgrade.server.status import invalid_request
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
@@ -14,7 +15,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     shift = 0
     while True:
         if pos >= len(buf) or shift > 63:
-            raise RequestInvalidError("request is not a valid protobuf message (bad varint)")
+            raise invalid_request("request is not a valid protobuf message (bad varint)")
         byte = buf[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
@@ -29,7 +30,7 @@ def _field_at(buf: bytes, pos: int) -> tuple[int, int, int, int]:
     key, pos = _varint(buf, pos)
     number, kind = key >> 3, key & 7
     if number == 0:
-        raise RequestInvalidError("request is not a valid protobuf message (field 0)")
+        raise invalid_request("request is not a valid protobuf message (field 0)")
     if kind == _VARINT:
         value_start = pos
         _, pos = _varint(buf, pos)
@@ -41,9 +42,9 @@ def _field_at(buf: bytes, pos: int) -> tuple[int, int, int, int]:
         length, value_start = _varint(buf, pos)
         pos = value_start + length
     else:
-        raise RequestInvalidError(f"request is not a valid protobuf message (wire type {kind})")
+        raise invalid_request(f"request is not a valid protobuf message (wire type {kind})")
     if pos > size:
-        raise RequestInvalidError("request is not a valid protobuf message (truncated)")
+        raise invalid_request("request is not a valid protobuf message (truncated)")
     return number, kind, value_start, pos
 
 
@@ -72,7 +73,7 @@ def field_value(buf: bytes, number: int) -> bytes | None:
 
 def _len_values(buf: bytes, number: int, name: str) -> list[bytes]:
     """Every value of top-level length-delimited field ``number``, in order. A malformed
-    request, or the field with another wire type, is RequestInvalidError naming ``name``."""
+    request, or the field with another wire type, is InvalidRequestError naming ``name``."""
     values: list[bytes] = []
     pos = 0
     size = len(buf)
@@ -81,7 +82,7 @@ def _len_values(buf: bytes, number: int, name: str) -> list[bytes]:
         if num != number:
             continue
         if kind != _LEN:
-            raise RequestInvalidError(
+            raise invalid_request(
                 f"request is not a valid protobuf message ({name} has wire type {kind})",
                 field=name,
             )
@@ -97,11 +98,11 @@ def message_field(buf: bytes, number: int, name: str) -> bytes | None:
 
 
 def text(value: bytes, name: str) -> str:
-    """A string field's bytes as text; not UTF-8 (protobuf requires it) is RequestInvalidError."""
+    """A string field's bytes as text; not UTF-8 (protobuf requires it) is InvalidRequestError."""
     try:
         return value.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RequestInvalidError(
+        raise invalid_request(
             f"{name} is not valid UTF-8 (byte {exc.start}): string fields must be UTF-8",
             field=name,
         ) from None
@@ -121,7 +122,7 @@ def trace_id(request: bytes) -> str:
             return ""
         value = field_value(trace, 1)
         return "" if value is None else value.decode("utf-8")
-    except (RequestInvalidError, UnicodeDecodeError):
+    except (InvalidRequestError, UnicodeDecodeError):
         pass
     return ""
 
@@ -178,13 +179,13 @@ def _scan(
                 length, value_start = _varint(buf, pos)
             pos = value_start + length
             if pos > size:
-                raise RequestInvalidError("request is not a valid protobuf message (truncated)")
+                raise invalid_request("request is not a valid protobuf message (truncated)")
             number = key >> 3
         else:  # anything else (a long tag, another wire type): the general reader, one field
             number, kind, value_start, pos = _field_at(buf, start)
             if kind != _LEN:
                 if number == repeated or number in singles:
-                    raise RequestInvalidError(
+                    raise invalid_request(
                         f"request is not a valid protobuf message (field {number}, wire type "
                         f"{kind})"
                     )
