@@ -53,6 +53,18 @@ class TooManyRpcsError(OverloadedError):
     reason_code = "TOO_MANY_RPCS"
 
 
+class WatcherTooSlowError(OverloadedError):
+    """A WatchResults caller fell behind the server's queue for it and was cut."""
+
+    reason_code = "WATCHER_TOO_SLOW"
+
+
+class LiveGradingOffError(ServerError):
+    """WatchResults on a server started without an OTLP receiver."""
+
+    reason_code = "LIVE_GRADING_OFF"
+
+
 class DeadlinePassedError(ServerError):
     """The caller's deadline passed before the item was graded."""
 
@@ -115,6 +127,10 @@ _TABLE: tuple[tuple[type[BaseException], _Row], ...] = (
     (_core.CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (RequestCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (ShuttingDownError, _Row(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE)),
+    (
+        LiveGradingOffError,
+        _Row(grpc.StatusCode.FAILED_PRECONDITION, code_pb2.FAILED_PRECONDITION),
+    ),
     (UnauthenticatedError, _Row(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED)),
 )
 _INTERNAL = _Row(grpc.StatusCode.INTERNAL, code_pb2.INTERNAL)
