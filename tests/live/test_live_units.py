@@ -80,6 +80,19 @@ def test_group_by_merges_traces_whose_attribute_comes_later() -> None:
     assert run.trace_ids == ["a", "b"]
 
 
+def test_a_span_with_a_remote_parent_is_a_root() -> None:
+    assembler = Assembler(AssemblyConfig(settle_s=1.0, idle_timeout_s=50.0))
+    remote = span("a", "1", parent="77")
+    remote.flags = 0x300  # HAS_IS_REMOTE | IS_REMOTE: the parent is in another service
+    assembler.add_spans([remote], now=0.0)
+    assert assembler.next_deadline() == 1.0
+    local = span("b", "1", parent="77")
+    local.flags = 0x100  # the parent is known to be local: not a root
+    assembler.add_spans([local], now=0.0)
+    (run,) = assembler.due(now=1.0)
+    assert run.key == "a"
+
+
 def test_bytes_cap_grades_the_oldest_and_timers_follow_new_spans() -> None:
     assembler = Assembler(AssemblyConfig(max_bytes=250, settle_s=1.0, idle_timeout_s=5.0))
     assembler.add_spans([span("a", "1", parent="0"), span("a", "2", parent="0")], now=0.0)

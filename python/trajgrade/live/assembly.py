@@ -50,6 +50,12 @@ class AssemblyConfig:
     late_memory: int = 100_000
 
 
+# OTLP span flags: the parent's remote bit is known, and set (the span is this process's part
+# of a trace that started elsewhere: its local root).
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+
+
 @dataclass
 class IncomingSpan:
     """One received span: its record for the mapping, and what assembly reads of it."""
@@ -57,10 +63,13 @@ class IncomingSpan:
     record: SpanRecord
     size: int
     ends_run: bool = False
+    flags: int = 0
 
     @property
     def is_root(self) -> bool:
-        return self.record.parent == ""
+        """No parent, or a remote parent (a run inside a request from another service)."""
+        remote = self.flags & (_HAS_IS_REMOTE | _IS_REMOTE) == _HAS_IS_REMOTE | _IS_REMOTE
+        return self.record.parent == "" or remote
 
 
 @dataclass

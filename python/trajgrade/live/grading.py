@@ -259,32 +259,40 @@ class LiveGrader:
             self._publish(results)
 
     def _grade(self, runs: list[Run], routes: Any) -> list[LiveResult]:
-        """On the grading thread: map, route and grade each run."""
+        """On the grading thread: map, route and grade each run (one failing run is logged
+        and counted, and the others go on)."""
         out: list[LiveResult] = []
         for run in runs:
             self.metrics.traces.labels(run.completion).inc()
-            suites = routes.suites_for(run.spans)
-            if not suites:
-                self._drop(run, "unrouted")
+            try:
+                out.extend(self._grade_run(run, routes))
+            except Exception:
+                log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
+                self._drop(run, "error")
+        return out
+
+    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult]:
+        suites = routes.suites_for(run.spans)
+        if not suites:
+            self._drop(run, "unrouted")
+            return []
+        trace, _ = map_run(run, self.settings.live_group_by)
+        if trace is None:
+            self._drop(run, "unmapped")
+            return []
+        payload = trace.SerializeToString()
+        out = []
+        for ref in suites:
+            suite = self._suite(ref)
+            if suite is None:
                 continue
-            trace, _ = map_run(run, self.settings.live_group_by)
-            if trace is None:
-                self._drop(run, "unmapped")
-                continue
-            payload = trace.SerializeToString()
-            graded = False
-            for ref in suites:
-                suite = self._suite(ref)
-                if suite is None:
-                    continue
-                outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
-                out.append(
-                    LiveResult(
-                        run.key, suite.suite_id, run.service, run.cut_off, run.completion, outcome
-                    )
+            outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
+            out.append(
+                LiveResult(
+                    run.key, suite.suite_id, run.service, run.cut_off, run.completion, outcome
                 )
-                graded = True
-            self.metrics.spans.labels("graded" if graded else "unrouted").inc(len(run.spans))
+            )
+        self.metrics.spans.labels("graded" if out else "unrouted").inc(len(run.spans))
         return out
 
     def _suite(self, ref: SuiteRef) -> Any:
@@ -365,6 +373,7 @@ def _incoming(request: ExportTraceServiceRequest) -> Iterator[IncomingSpan]:
                     record,
                     span.ByteSize(),
                     assembly.ends_run(record.attrs, (event.name for event in span.events)),
+                    span.flags,
                 )
 
 

@@ -131,6 +131,8 @@ class GradingServer:
     async def start(self) -> list[int]:
         """Bind every listen address, start serving, then report SERVING; returns bound ports."""
         s = self.settings
+        if s.live_enabled:
+            self._load_live()
         interceptors = []
         token = s.bearer_token()
         if token is not None:
@@ -212,9 +214,17 @@ class GradingServer:
         )
         return self.ports
 
-    async def _start_live(self, token: str | None, credentials: Any) -> None:
-        """The OTLP receivers and the live grader (imported only when asked for)."""
+    def _load_live(self) -> None:
+        """The live grader, its routes loaded: before anything binds, so that a bad routes
+        file stops startup cleanly (imported only when asked for)."""
         from trajgrade.live.grading import LiveGrader  # noqa: PLC0415
+
+        assert isinstance(self.grader, _core.Grader), "live grading needs the core's grader"
+        self.live = LiveGrader(self.settings, self.grader, self.metrics.live)
+        self.live.start()
+
+    async def _start_live(self, token: str | None, credentials: Any) -> None:
+        """The OTLP receivers."""
         from trajgrade.live.otlp_grpc import OtlpGrpcReceiver, otlp_grpc_server  # noqa: PLC0415
         from trajgrade.live.otlp_http import (  # noqa: PLC0415
             OtlpHttpReceiver,
@@ -223,9 +233,6 @@ class GradingServer:
         )
 
         s = self.settings
-        assert isinstance(self.grader, _core.Grader), "live grading needs the core's grader"
-        self.live = LiveGrader(s, self.grader, self.metrics.live)
-        self.live.start()
         if s.otlp_grpc_address is not None:
             receiver = OtlpGrpcReceiver(self.live)
             server, port = otlp_grpc_server(

@@ -69,7 +69,7 @@ class LiveMetrics:
         )
         self.dropped = Counter(
             "trajgrade_live_traces_dropped",
-            "Completed runs not graded, by reason (unrouted, unmapped, suite_not_found).",
+            "Completed runs not graded, by reason (unrouted, unmapped, suite_not_found, error).",
             ["reason"],
             registry=registry,
         )
