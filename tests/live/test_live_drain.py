@@ -1,5 +1,6 @@
 """SIGTERM on a `trajgrade serve` process (unix sockets) with an open run: it is graded as cut
-off (completion `shutdown`), sent to watchers and written to the sink before the exit (0)."""
+off (completion `shutdown`), sent to watchers and written to the sink before the exit (0).
+SIGHUP before it reloads the routes."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ from .conftest import (
     write_pb,
 )
 
+STRICT_ROUTES = """\
+routes:
+  - match: {service.name: "weather-*"}
+    suites: [strict.yaml]
+"""
+
 
 async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: Path) -> None:
     write_config(tmp_path)
@@ -41,6 +48,7 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
             "--results-jsonl", str(sink),
             "--live-idle-timeout-s", "600",
             "--live-settle-s", "0.2",
+            "--routes-poll-s", "3600",  # only SIGHUP reloads the routes here
         ],
         env=subprocess_env(),
         stderr=log,
@@ -66,6 +74,11 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
         await watch.wait(1)
         open_run = [item for item in second if item.span.parent_span_id]
         await export(export_request(open_run))
+        # SIGHUP reloads the routes (the poll is an hour away): the open run goes to strict.
+        (tmp_path / "routes.yaml").write_text(STRICT_ROUTES, encoding="utf-8")
+        process.send_signal(signal.SIGHUP)
+        serve_log = tmp_path / "serve.log"
+        await eventually(lambda: "routes reloaded" in serve_log.read_text(), what="the reload")
         process.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(process.wait, 60)
         assert code == 0, (tmp_path / "serve.log").read_text()
@@ -82,7 +95,7 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
     assert lines[0].endswith(b'"completion":"settled","cut_off":false}}\n')
     assert lines[1].endswith(b'"completion":"shutdown","cut_off":true}}\n')
     pb = write_pb(tmp_path / "open.pb", export_request(open_run))
-    expected = regrade_lines([pb], tmp_path / "weather.yaml", tmp_path / "e.jsonl")
+    expected = regrade_lines([pb], tmp_path / "strict.yaml", tmp_path / "e.jsonl")
     assert [strip_live(lines[1])] == expected
     # Watchers got the cut-off result, then the stream ended with UNAVAILABLE (shutting down).
     assert [(i.completion, i.cut_off) for i in watch.items] == [
