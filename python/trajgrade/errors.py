@@ -131,6 +131,26 @@ class TooManyRpcsError(OverloadedError):
     reason_code = "TOO_MANY_RPCS"
 
 
+class WatcherTooSlowError(OverloadedError):
+    """A WatchResults caller fell `watch_queue_size` results behind and was cut; grading never
+    waits for a watcher. Reconnect (results graded meanwhile are in the JSONL sink)."""
+
+    reason_code = "WATCHER_TOO_SLOW"
+
+
+class FailedPreconditionError(ServiceError):
+    """FAILED_PRECONDITION: the server is not set up for this call."""
+
+    status_name = "FAILED_PRECONDITION"
+    reason_code = "FAILED_PRECONDITION"
+
+
+class LiveGradingOffError(FailedPreconditionError):
+    """WatchResults on a server started without an OTLP receiver (--otlp-grpc/--otlp-http)."""
+
+    reason_code = "LIVE_GRADING_OFF"
+
+
 class DeadlineExceededError(ServiceError):
     """DEADLINE_EXCEEDED: the call's deadline passed before it was answered; never a partial
     answer. (The server's old name: DeadlinePassedError.)"""

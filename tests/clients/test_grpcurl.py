@@ -57,6 +57,7 @@ def test_reflection_lists_the_services(grpcurl: Path, server: Server, tmp_path: 
             "RegisterSuite",
             "GetSuite",
             "ImportSuite",
+            "WatchResults",
         )
     }
 

@@ -44,60 +44,12 @@ if MODE == "genai":
 elif MODE == "genai-events":
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
 
+from agent_loop import IMPLS, get_time, get_weather, run_agent  # noqa: E402
 from openai import OpenAI  # noqa: E402
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} tool",
-            "parameters": {"type": "object", "properties": {}, "additionalProperties": True},
-        },
-    }
-    for name in ("get_weather", "get_time")
-]
-
-
-def get_weather(**kwargs: Any) -> str:
-    return json.dumps({"temp_c": 21.5, "city": kwargs.get("city")})
-
-
-def get_time(**kwargs: Any) -> str:
-    raise RuntimeError("clock unavailable")
-
-
-IMPLS: dict[str, Callable[..., str]] = {"get_weather": get_weather, "get_time": get_time}
-
-
-def run_agent(client: OpenAI, call_tool: Callable[[str, str, str], str]) -> str:
-    messages: list[Any] = [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "Weather and time in Paris?"},
-    ]
-    model = os.environ.get("TRAJGRADE_FAKE_MODEL", "gpt-4o-mini")
-    for _ in range(5):
-        response = client.chat.completions.create(
-            model=model,
-            messages=messages,
-            tools=TOOLS,  # type: ignore[arg-type]
-        )
-        message = response.choices[0].message
-        if not message.tool_calls:
-            return message.content or ""
-        messages.append(message.model_dump(exclude_none=True))
-        for tool_call in message.tool_calls:
-            fn = tool_call.function  # type: ignore[union-attr]
-            try:
-                content = call_tool(fn.name, fn.arguments, tool_call.id)
-            except RuntimeError as exc:
-                content = f"Error: {exc}"
-            messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": content})
-    raise RuntimeError("the fake model never answered")
 
 
 def traced_tool(tracer: Any) -> Callable[[str, str, str], str]:

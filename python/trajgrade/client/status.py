@@ -15,10 +15,12 @@ from google.rpc import error_details_pb2, status_pb2
 from trajgrade.errors import (
     CallCancelledError,
     DeadlineExceededError,
+    FailedPreconditionError,
     InternalError,
     InvalidRequestError,
     InvalidSuiteError,
     LimitExceededError,
+    LiveGradingOffError,
     QueueFullError,
     ResourceExhaustedError,
     ServiceError,
@@ -28,6 +30,7 @@ from trajgrade.errors import (
     TrajgradeError,
     UnauthenticatedError,
     UnavailableError,
+    WatcherTooSlowError,
     with_details,
 )
 
@@ -51,11 +54,14 @@ STATUS_TABLE: Final[tuple[tuple[grpc.StatusCode, str | None, type[TrajgradeError
     (_Code.NOT_FOUND, None, SuiteNotFoundError),
     (_Code.RESOURCE_EXHAUSTED, "QUEUE_FULL", QueueFullError),
     (_Code.RESOURCE_EXHAUSTED, "TOO_MANY_RPCS", TooManyRpcsError),
+    (_Code.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW", WatcherTooSlowError),
     (_Code.RESOURCE_EXHAUSTED, None, ResourceExhaustedError),
     (_Code.DEADLINE_EXCEEDED, None, DeadlineExceededError),
     (_Code.UNAVAILABLE, "SHUTTING_DOWN", ShuttingDownError),
     (_Code.UNAVAILABLE, None, UnavailableError),
     (_Code.UNAUTHENTICATED, None, UnauthenticatedError),
+    (_Code.FAILED_PRECONDITION, "LIVE_GRADING_OFF", LiveGradingOffError),
+    (_Code.FAILED_PRECONDITION, None, FailedPreconditionError),
     (_Code.CANCELLED, None, CallCancelledError),
     (_Code.INTERNAL, None, InternalError),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import struct
@@ -162,6 +163,11 @@ class _Group:
     events: list[_Event] = field(default_factory=list)
 
 
+# The records the mapping reads (decoded once, on arrival, by the live receiver).
+SpanRecord = _Span
+EventRecord = _Event
+
+
 def read(
     paths: Iterable[Path],
     report: ImportReport,
@@ -230,11 +236,18 @@ def _load(
     for where, document in _json_documents(path, report):
         message = message_type()
         try:
-            json_format.ParseDict(_hex_ids_to_base64(document), message, ignore_unknown_fields=True)
+            parse_json_request(document, message)
         except (json_format.ParseError, TypeError, ValueError) as exc:
             report.add(INVALID_RECORD, where, str(exc))
             continue
         yield where, message
+
+
+def parse_json_request(
+    document: Any, message: ExportTraceServiceRequest | ExportLogsServiceRequest
+) -> None:
+    """Fill an export request from its OTLP/JSON document (hex ids; unknown fields ignored)."""
+    json_format.ParseDict(_hex_ids_to_base64(document), message, ignore_unknown_fields=True)
 
 
 def _split_length_prefixed(data: bytes) -> list[bytes]:
@@ -345,49 +358,83 @@ def from_requests(
     dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
 ) -> Iterator[trace_pb2.Trace]:
     """Map parsed OTLP requests to Traces: one per trace id, or per value of `group_by`."""
-    spans: list[_Span] = []
+    spans: list[SpanRecord] = []
     for request in requests:
-        for resource_spans in request.resource_spans:
-            resource = attributes(resource_spans.resource.attributes)
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    spans.append(
-                        _Span(
-                            trace_id=span.trace_id.hex(),
-                            span_id=span.span_id.hex(),
-                            name=span.name,
-                            start=span.start_time_unix_nano,
-                            end=span.end_time_unix_nano or span.start_time_unix_nano,
-                            attrs=attributes(span.attributes),
-                            resource=resource,
-                            status_code=span.status.code,
-                            order=len(spans),
-                            parent=span.parent_span_id.hex(),
-                            kind=span.kind,
-                        )
-                    )
-    events: list[_Event] = []
+        spans.extend(span_records(request, first_order=len(spans)))
+    events: list[EventRecord] = []
     for log_request in logs:
-        for resource_logs in log_request.resource_logs:
-            for scope_logs in resource_logs.scope_logs:
-                for record in scope_logs.log_records:
-                    attrs = attributes(record.attributes)
-                    name = record.event_name or str(attrs.get("event.name", ""))
-                    if not name.startswith("gen_ai."):
-                        continue
-                    if not record.trace_id.strip(b"\0"):
-                        report.add(LOG_WITHOUT_TRACE, f"log event {name}", "no trace id")
-                        continue
-                    events.append(
-                        _Event(
-                            trace_id=record.trace_id.hex(),
-                            span_id=record.span_id.hex(),
-                            name=name,
-                            body=any_value(record.body),
-                            time=record.time_unix_nano or record.observed_time_unix_nano,
-                            order=len(events),
-                        )
+        events.extend(event_records(log_request, report, first_order=len(events)))
+    return map_spans(spans, events, report, group_by=group_by, dedupe_window_s=dedupe_window_s)
+
+
+def span_record(span: OtlpSpan, resource: dict[str, Any], order: int) -> SpanRecord:
+    """One OTLP span as the mapping reads it (`order`: its place in arrival order)."""
+    return _Span(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        name=span.name,
+        start=span.start_time_unix_nano,
+        end=span.end_time_unix_nano or span.start_time_unix_nano,
+        attrs=attributes(span.attributes),
+        resource=resource,
+        status_code=span.status.code,
+        order=order,
+        parent=span.parent_span_id.hex(),
+        kind=span.kind,
+    )
+
+
+def span_records(request: ExportTraceServiceRequest, first_order: int = 0) -> list[SpanRecord]:
+    """Every span of one export request, in request order."""
+    out: list[SpanRecord] = []
+    for resource_spans in request.resource_spans:
+        resource = attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                out.append(span_record(span, resource, first_order + len(out)))
+    return out
+
+
+def event_records(
+    request: ExportLogsServiceRequest, report: ImportReport, first_order: int = 0
+) -> list[EventRecord]:
+    """The `gen_ai.*` log events of one logs export request that name a trace."""
+    out: list[EventRecord] = []
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                attrs = attributes(record.attributes)
+                name = record.event_name or str(attrs.get("event.name", ""))
+                if not name.startswith("gen_ai."):
+                    continue
+                if not record.trace_id.strip(b"\0"):
+                    report.add(LOG_WITHOUT_TRACE, f"log event {name}", "no trace id")
+                    continue
+                out.append(
+                    _Event(
+                        trace_id=record.trace_id.hex(),
+                        span_id=record.span_id.hex(),
+                        name=name,
+                        body=any_value(record.body),
+                        time=record.time_unix_nano or record.observed_time_unix_nano,
+                        order=first_order + len(out),
                     )
+                )
+    return out
+
+
+def map_spans(
+    spans: list[SpanRecord],
+    events: list[EventRecord],
+    report: ImportReport,
+    *,
+    group_by: str | None = None,
+    dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
+) -> Iterator[trace_pb2.Trace]:
+    """THE span-to-Trace mapping: `trajgrade import`, `regrade` of OTLP files and live grading
+    (trajgrade.live) all come through here, so a run graded live and its spans regraded from
+    a file give the same Trace. One Trace per trace id, or per value of `group_by`; a group
+    depends only on its own spans and events and their relative order."""
     window_ns = int(dedupe_window_s * 1_000_000_000)
     for group in _group(spans, events, group_by, report):
         yield _trace(group, report, window_ns)
@@ -923,7 +970,17 @@ def _pair_results(calls: list[_Call], results: dict[str, dict[str, list[str]]]) 
             call.result = history[k]
 
 
+def _renumbered(group: _Group) -> None:
+    """Orders 0.. within the group, keeping their relative order: what a group maps to must
+    not depend on the spans of other traces that came before it (in a file, or live)."""
+    spans = sorted(group.spans, key=lambda s: s.order)
+    group.spans = [dataclasses.replace(s, order=i) for i, s in enumerate(spans)]
+    events = sorted(group.events, key=lambda e: e.order)
+    group.events = [dataclasses.replace(e, order=i) for i, e in enumerate(events)]
+
+
 def _trace(group: _Group, report: ImportReport, window_ns: int) -> trace_pb2.Trace:
+    _renumbered(group)
     extractor = _Extractor(report, f"trace {group.key}", group.spans)
     group.spans.sort(key=lambda s: (s.start, s.order))
     for span in group.spans:

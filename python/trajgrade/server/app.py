@@ -19,6 +19,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from trajgrade import _core
+from trajgrade.live.routes import RoutesError
+from trajgrade.live.watch import watch_handler
 from trajgrade.server import logs
 from trajgrade.server.admission import Admission
 from trajgrade.server.auth import BearerTokenInterceptor
@@ -98,6 +100,12 @@ class GradingServer:
         self._control: concurrent.futures.ThreadPoolExecutor | None = None
         self._stopped = asyncio.Event()
         self._shutting_down = False
+        # Live grading (docs/live-grading.md): only with --otlp-grpc / --otlp-http.
+        self.live: Any = None  # trajgrade.live.grading.LiveGrader
+        self.otlp_grpc_port: int | None = None
+        self.otlp_http_port: int | None = None
+        self._otlp_grpc: Any = None  # (receiver, grpc.aio.Server)
+        self._otlp_http: Any = None  # (receiver, aiohttp AppRunner)
 
     @property
     def batcher(self) -> Batcher:
@@ -123,6 +131,8 @@ class GradingServer:
     async def start(self) -> list[int]:
         """Bind every listen address, start serving, then report SERVING; returns bound ports."""
         s = self.settings
+        if s.live_enabled:
+            self._load_live()
         interceptors = []
         token = s.bearer_token()
         if token is not None:
@@ -163,6 +173,10 @@ class GradingServer:
             retry_after_ms=s.retry_after_ms,
         )
         server.add_generic_rpc_handlers((self._admission,))
+        # WatchResults is long-lived: outside admission (the live drain ends its streams).
+        server.add_generic_rpc_handlers(
+            (watch_handler(lambda: None if self.live is None else self.live.hub, self.metrics),)
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for name in (health.OVERALL_HEALTH, SERVICE_NAME):
             await self.health.set(name, _NOT_SERVING)
@@ -183,6 +197,8 @@ class GradingServer:
         await server.start()
         if s.metrics_port is not None:
             self.metrics_port = self.metrics.serve_http(s.metrics_host, s.metrics_port)
+        if s.live_enabled:
+            await self._start_live(token, credentials)
         # SERVING only now that the port accepts calls (jina, STYLE 6.6).
         for name in (health.OVERALL_HEALTH, SERVICE_NAME):
             await self.health.set(name, _SERVING)
@@ -198,6 +214,64 @@ class GradingServer:
         )
         return self.ports
 
+    def _load_live(self) -> None:
+        """The live grader, its routes loaded: before anything binds, so that a bad routes
+        file stops startup cleanly (imported only when asked for)."""
+        from trajgrade.live.grading import LiveGrader  # noqa: PLC0415
+
+        assert isinstance(self.grader, _core.Grader), "live grading needs the core's grader"
+        self.live = LiveGrader(self.settings, self.grader, self.metrics.live)
+        self.live.start()
+
+    async def _start_live(self, token: str | None, credentials: Any) -> None:
+        """The OTLP receivers."""
+        from trajgrade.live.otlp_grpc import OtlpGrpcReceiver, otlp_grpc_server  # noqa: PLC0415
+        from trajgrade.live.otlp_http import (  # noqa: PLC0415
+            OtlpHttpReceiver,
+            ssl_context,
+            start_http,
+        )
+
+        s = self.settings
+        if s.otlp_grpc_address is not None:
+            receiver = OtlpGrpcReceiver(self.live)
+            server, port = otlp_grpc_server(
+                receiver,
+                s.otlp_grpc_address,
+                token=token,
+                credentials=credentials,
+                max_message_bytes=s.max_message_bytes,
+            )
+            await server.start()
+            self._otlp_grpc = (receiver, server)
+            self.otlp_grpc_port = port
+            log.info("OTLP/gRPC receiver on %s", s.otlp_grpc_address, extra={"port": port})
+        if s.otlp_http_address is not None:
+            http = OtlpHttpReceiver(self.live, token, s.max_message_bytes)
+            runner, bound = await start_http(http, s.otlp_http_address, ssl_context(s))
+            self._otlp_http = (http, runner)
+            self.otlp_http_port = bound
+            log.info("OTLP/HTTP receiver on %s", s.otlp_http_address, extra={"port": bound})
+
+    async def _drain_live(self) -> None:
+        """Refuse new exports (retryable for exporters), then grade every open run as cut
+        off and write it out before the rest of the drain."""
+        if self._otlp_grpc is not None:
+            self._otlp_grpc[0].draining = True
+        if self._otlp_http is not None:
+            self._otlp_http[0].draining = True
+        if self.live is not None:
+            await self.live.drain()
+        if self._otlp_grpc is not None:
+            await self._otlp_grpc[1].stop(_STOP_GRACE_S)
+        if self._otlp_http is not None:
+            await self._otlp_http[1].cleanup()
+
+    def reload_routes(self) -> None:
+        """SIGHUP: reload the live routes file (no-op without live grading)."""
+        if self.live is not None:
+            self.live.reload_routes()
+
     async def shutdown(self, grace: float | None = None) -> bool:
         """Drain: NOT_SERVING, refuse new work, finish accepted work within grace, stop.
 
@@ -212,6 +286,7 @@ class GradingServer:
         until = started + grace
         log.info("draining (grace %.1fs): health NOT_SERVING, refusing new work", grace)
         await self.health.enter_graceful_shutdown()
+        await self._drain_live()
         drained = True
         # New calls get UNAVAILABLE (SHUTTING_DOWN) from our handlers from here on, queued work
         # is still graded, and open streams end once their accepted messages are answered. The
@@ -301,6 +376,8 @@ async def serve_until_signalled(settings: Settings, early: list[int] | None = No
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
+    if settings.live_enabled:
+        loop.add_signal_handler(signal.SIGHUP, server.reload_routes)
     for received in early or ():
         on_signal(received)
     await stop.wait()
@@ -318,8 +395,14 @@ def run_worker(settings: Settings, index: int = 0) -> int:
     early: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda received, _frame: early.append(received))
+    if settings.live_enabled:
+        # A SIGHUP (routes reload) before the loop's handler exists must not kill the server.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         return asyncio.run(serve_until_signalled(settings, early))
+    except RoutesError as exc:
+        log.error("%s", exc)  # the routes file: a configuration error, said plainly
+        return 2
     except Exception:
         log.exception("server failed")
         return 1

@@ -39,6 +39,94 @@ _LATENCY_BUCKETS = (
 )
 
 
+_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0)
+
+
+class LiveMetrics:
+    """Live grading (docs/live-grading.md, "Metrics"): every span and run accounted for."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.spans = Counter(
+            "trajgrade_live_spans",
+            "Received spans by outcome: accepted, duplicate, late, refused_* (at arrival); "
+            "graded, unrouted, unmapped (when their run completes).",
+            ["outcome"],
+            registry=registry,
+        )
+        self.exports = Counter(
+            "trajgrade_live_export_requests",
+            "OTLP export requests by signal (traces, logs), transport and result (ok, "
+            "partial, malformed, unsupported_media_type, unauthenticated).",
+            ["signal", "transport", "result"],
+            registry=registry,
+        )
+        self.traces = Counter(
+            "trajgrade_live_traces_assembled",
+            "Runs taken as complete, by completion (settled, end_marker: whole; idle_timeout, "
+            "open_traces_cap, bytes_cap, shutdown: cut off).",
+            ["completion"],
+            registry=registry,
+        )
+        self.dropped = Counter(
+            "trajgrade_live_traces_dropped",
+            "Completed runs not graded, by reason (unrouted, unmapped, suite_not_found, error).",
+            ["reason"],
+            registry=registry,
+        )
+        self.late_traces = Counter(
+            "trajgrade_live_late_traces",
+            "Export requests that carried late spans for an already graded run (per run).",
+            registry=registry,
+        )
+        self.results = Counter(
+            "trajgrade_live_results",
+            "Live results by suite and verdict (ERROR: the run could not be graded).",
+            ["suite_id", "verdict"],
+            registry=registry,
+        )
+        self.assertions = Counter(
+            "trajgrade_live_assertions",
+            "Live assertion results by suite, assertion and status (PASS, FAIL).",
+            ["suite_id", "assertion", "status"],
+            registry=registry,
+        )
+        self.score = Histogram(
+            "trajgrade_live_score",
+            "Live results' score (fraction of assertions passing), by suite.",
+            ["suite_id"],
+            buckets=_SCORE_BUCKETS,
+            registry=registry,
+        )
+        self.open_traces = Gauge(
+            "trajgrade_live_open_traces", "Runs being assembled.", registry=registry
+        )
+        self.held_bytes = Gauge(
+            "trajgrade_live_held_bytes", "Span bytes held by open runs.", registry=registry
+        )
+        self.watchers = Gauge(
+            "trajgrade_live_watchers", "WatchResults calls following results.", registry=registry
+        )
+        self.watchers_cut = Counter(
+            "trajgrade_live_watchers_cut",
+            "WatchResults calls ended because they fell behind (WATCHER_TOO_SLOW).",
+            registry=registry,
+        )
+        self.sink_rows = Counter(
+            "trajgrade_live_sink_rows", "Rows written to the JSONL results sink.", registry=registry
+        )
+        self.sink_errors = Counter(
+            "trajgrade_live_sink_errors",
+            "Batches the JSONL results sink failed to write (rows lost from the file).",
+            registry=registry,
+        )
+        self.routes_reloads = Counter(
+            "trajgrade_live_routes_reloads",
+            "Routes file loads by result (ok, error: the previous routes stay).",
+            ["result"],
+            registry=registry,
+        )
+
+
 class ServerMetrics:
     """The server's metrics; a registry per instance so several servers can share a process."""
 
@@ -91,6 +179,7 @@ class ServerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.live = LiveMetrics(self.registry)
         self._children: dict[tuple[str, grpc.StatusCode], tuple[Any, Any]] = {}
         self._http: Any = None
         self._http_thread: threading.Thread | None = None

@@ -11,8 +11,20 @@ from typing import Any
 
 ENV_PREFIX = "TRAJGRADE_"
 DEFAULT_LISTEN = "127.0.0.1:50051"
+# The OTLP receiver's loopback addresses when its flag is given alone (or as "default").
+DEFAULT_OTLP_GRPC = "127.0.0.1:4317"
+DEFAULT_OTLP_HTTP = "127.0.0.1:4318"
+# Flags that take an optional value: given alone they mean "on, at the default address".
+_OPTIONAL_VALUE = {"otlp_grpc": "default", "otlp_http": "default"}
+_CAP_POLICIES = ("grade", "refuse")
 KIB = 1024
 MIB = 1024 * KIB
+
+
+def _resolve(value: str | None, default: str) -> str | None:
+    if value is None:
+        return None
+    return default if value.strip() in ("", "default") else value.strip()
 
 
 class SettingsError(ValueError):
@@ -178,6 +190,64 @@ class Settings:
     reflection: bool = _setting(
         True, "serve gRPC server reflection (grpcurl without protos)", _bool
     )
+    # Live grading (docs/live-grading.md).
+    otlp_grpc: str | None = _setting(
+        None,
+        "receive OTLP/gRPC (TraceService, LogsService) on this address: host:port or "
+        f"unix:/path; the flag alone or 'default' is {DEFAULT_OTLP_GRPC} (off when unset)",
+        _opt_str,
+    )
+    otlp_http: str | None = _setting(
+        None,
+        "receive OTLP/HTTP (POST /v1/traces, /v1/logs) on this address: host:port or "
+        f"unix:/path; the flag alone or 'default' is {DEFAULT_OTLP_HTTP} (off when unset)",
+        _opt_str,
+    )
+    routes: str | None = _setting(
+        None,
+        "YAML routes file: which suites grade which received traces (reloaded on SIGHUP and on "
+        "change); needed with --otlp-grpc / --otlp-http",
+        _opt_str,
+    )
+    routes_poll_s: float = _setting(2.0, "seconds between checks of the routes file", float)
+    results_jsonl: str | None = _setting(
+        None,
+        "append every live result to this JSONL file (regrade rows), rotated by size",
+        _opt_str,
+    )
+    results_jsonl_max_bytes: int = _setting(
+        256 * MIB, "rotate the results file once it holds this many bytes", int
+    )
+    results_jsonl_keep: int = _setting(10, "rotated results files kept (oldest deleted)", int)
+    live_group_by: str | None = _setting(
+        None,
+        "assemble runs by this span or resource attribute (e.g. session.id) instead of the "
+        "trace id",
+        _opt_str,
+    )
+    live_settle_s: float = _setting(
+        2.0, "a run is complete this long after its root span ended with no new span", float
+    )
+    live_idle_timeout_s: float = _setting(
+        300.0, "a run with no new span for this long is graded as cut off", float
+    )
+    live_max_open_traces: int = _setting(10_000, "runs being assembled at once", int)
+    live_max_spans_per_trace: int = _setting(
+        10_000, "spans held for one run; more are refused and the run is marked cut off", int
+    )
+    live_max_bytes: int = _setting(256 * MIB, "span bytes held across all open runs", int)
+    live_on_cap: str = _setting(
+        "grade",
+        "at the open-runs or bytes cap: grade (the oldest open run, as cut off) or refuse "
+        "(the new spans, as an OTLP partial success)",
+        str,
+    )
+    live_late_memory: int = _setting(
+        100_000, "graded run ids remembered to recognise late spans (LRU)", int
+    )
+    watch_queue_size: int = _setting(
+        1_024, "results buffered per WatchResults caller; a caller that falls behind is cut", int
+    )
     # Observability.
     metrics_port: int | None = _setting(
         None, "serve Prometheus metrics over HTTP on this port (worker i uses port+i)", _opt_int
@@ -213,6 +283,13 @@ class Settings:
             "max_batch_items",
             "max_work_units",
             "expression_cost_limit",
+            "results_jsonl_max_bytes",
+            "results_jsonl_keep",
+            "live_max_open_traces",
+            "live_max_spans_per_trace",
+            "live_max_bytes",
+            "live_late_memory",
+            "watch_queue_size",
         ]
         for name in positive:
             if getattr(self, name) < 1:
@@ -264,8 +341,42 @@ class Settings:
                     raise SettingsError(
                         f"workers > 1 needs fixed TCP ports to share; cannot share {address!r}"
                     )
+        self._validate_live()
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise SettingsError(f"metrics_port out of range: {self.metrics_port}")
+
+    def _validate_live(self) -> None:
+        for name in ("live_settle_s", "live_idle_timeout_s", "routes_poll_s"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"{name} must be above 0, got {getattr(self, name)}")
+        if self.live_on_cap not in _CAP_POLICIES:
+            raise SettingsError(f"live_on_cap must be grade or refuse, got {self.live_on_cap!r}")
+        if self.live_enabled and self.routes is None:
+            raise SettingsError(
+                "--otlp-grpc / --otlp-http need --routes FILE (which suites grade what arrives)"
+            )
+        if self.live_enabled and self.workers > 1:
+            # Spans of one run must meet in one process: a shared port would scatter them.
+            raise SettingsError("the OTLP receiver runs in one worker: use --workers 1")
+        if self.results_jsonl is not None and not self.results_jsonl.lower().endswith(
+            (".jsonl", ".ndjson")
+        ):
+            raise SettingsError(f"results_jsonl must end in .jsonl, got {self.results_jsonl!r}")
+
+    @property
+    def live_enabled(self) -> bool:
+        """True when an OTLP receiver is configured (live grading)."""
+        return self.otlp_grpc is not None or self.otlp_http is not None
+
+    @property
+    def otlp_grpc_address(self) -> str | None:
+        """The OTLP/gRPC address, "default" resolved."""
+        return _resolve(self.otlp_grpc, DEFAULT_OTLP_GRPC)
+
+    @property
+    def otlp_http_address(self) -> str | None:
+        """The OTLP/HTTP address, "default" resolved."""
+        return _resolve(self.otlp_http, DEFAULT_OTLP_HTTP)
 
     @property
     def effective_batch_size(self) -> int:
@@ -344,6 +455,16 @@ class Settings:
                     dest=f.name,
                     action=argparse.BooleanOptionalAction,
                     default=None,
+                    help=help_text,
+                )
+            elif f.name in _OPTIONAL_VALUE:
+                parser.add_argument(
+                    flag,
+                    dest=f.name,
+                    nargs="?",
+                    const=_OPTIONAL_VALUE[f.name],
+                    default=None,
+                    metavar="ADDR",
                     help=help_text,
                 )
             elif f.name == "listen":

@@ -21,11 +21,13 @@ from trajgrade.errors import (
     InvalidRequestError,
     InvalidSuiteError,
     LimitExceededError,
+    LiveGradingOffError,
     OverloadedError,
     ServiceError,
     ShuttingDownError,
     SuiteNotFoundError,
     UnauthenticatedError,
+    WatcherTooSlowError,
     with_details,
 )
 
@@ -65,6 +67,10 @@ _TABLE: tuple[tuple[type[BaseException], _Row], ...] = (
     (CancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (CallCancelledError, _Row(grpc.StatusCode.CANCELLED, code_pb2.CANCELLED)),
     (ShuttingDownError, _Row(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE)),
+    (
+        LiveGradingOffError,
+        _Row(grpc.StatusCode.FAILED_PRECONDITION, code_pb2.FAILED_PRECONDITION),
+    ),
     (UnauthenticatedError, _Row(grpc.StatusCode.UNAUTHENTICATED, code_pb2.UNAUTHENTICATED)),
 )
 _INTERNAL = _Row(grpc.StatusCode.INTERNAL, code_pb2.INTERNAL)

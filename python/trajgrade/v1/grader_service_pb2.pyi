@@ -390,3 +390,97 @@ class GetSuiteResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSuiteResponse: _TypeAlias = GetSuiteResponse  # noqa: Y015
+
+@_typing.final
+class WatchResultsRequest(_message.Message):
+    """WatchResultsRequest selects the live results to follow; an empty filter matches all."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUITE_IDS_FIELD_NUMBER: _builtins.int
+    VERDICTS_FIELD_NUMBER: _builtins.int
+    SERVICE_NAMES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def suite_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only results of these suite ids."""
+
+    @_builtins.property
+    def verdicts(self) -> _containers.RepeatedScalarFieldContainer[_result_pb2.Verdict.ValueType]:
+        """Only results with one of these verdicts."""
+
+    @_builtins.property
+    def service_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only runs whose resource `service.name` is one of these."""
+
+    def __init__(
+        self,
+        *,
+        suite_ids: _abc.Iterable[_builtins.str] | None = ...,
+        verdicts: _abc.Iterable[_result_pb2.Verdict.ValueType] | None = ...,
+        service_names: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["service_names", b"service_names", "suite_ids", b"suite_ids", "verdicts", b"verdicts"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchResultsRequest: _TypeAlias = WatchResultsRequest  # noqa: Y015
+
+@_typing.final
+class WatchResultsResponse(_message.Message):
+    """WatchResultsResponse is one live result: a run graded against one routed suite."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    SUITE_ID_FIELD_NUMBER: _builtins.int
+    SERVICE_NAME_FIELD_NUMBER: _builtins.int
+    CUT_OFF_FIELD_NUMBER: _builtins.int
+    EARLY_FIELD_NUMBER: _builtins.int
+    RESULT_FIELD_NUMBER: _builtins.int
+    COMPLETION_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """The run's id: its trace id (hex), or its grouping attribute's value."""
+    suite_id: _builtins.str
+    """The suite's content-hash id."""
+    service_name: _builtins.str
+    """The run's resource `service.name` (the first one seen)."""
+    cut_off: _builtins.bool
+    """True when the run was graded without its end: idle timeout, a cap, a refused span or
+    shutdown (see `completion`).
+    """
+    early: _builtins.bool
+    """True for an early verdict reported before the run ended (reserved: not sent yet)."""
+    completion: _builtins.str
+    """Why the run was taken as complete: settled, end_marker, idle_timeout, open_traces_cap,
+    bytes_cap or shutdown.
+    """
+    @_builtins.property
+    def result(self) -> _result_pb2.GradeResult:
+        """The result, exactly as `trajgrade regrade` of the same spans gives it."""
+
+    @_builtins.property
+    def error(self) -> _result_pb2.ItemError:
+        """Set instead of `result` when the run's trace could not be graded (e.g. over a limit)."""
+
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        suite_id: _builtins.str = ...,
+        service_name: _builtins.str = ...,
+        cut_off: _builtins.bool = ...,
+        early: _builtins.bool = ...,
+        result: _result_pb2.GradeResult | None = ...,
+        completion: _builtins.str = ...,
+        error: _result_pb2.ItemError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completion", b"completion", "cut_off", b"cut_off", "early", b"early", "error", b"error", "result", b"result", "service_name", b"service_name", "suite_id", b"suite_id", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchResultsResponse: _TypeAlias = WatchResultsResponse  # noqa: Y015

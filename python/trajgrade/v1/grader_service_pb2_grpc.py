@@ -65,6 +65,11 @@ class GraderServiceStub:
                 request_serializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.SerializeToString,
                 response_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.FromString,
                 _registered_method=True)
+        self.WatchResults = channel.unary_stream(
+                '/trajgrade.v1.GraderService/WatchResults',
+                request_serializer=trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsRequest.SerializeToString,
+                response_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsResponse.FromString,
+                _registered_method=True)
 
 
 class GraderServiceServicer:
@@ -114,6 +119,16 @@ class GraderServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchResults(self, request, context):
+        """Follows live grading: one response per result of a run that the server's OTLP receiver
+        assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+        falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+        (WATCHER_TOO_SLOW); grading never waits for a watcher.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraderServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +161,11 @@ def add_GraderServiceServicer_to_server(servicer, server):
                     servicer.ImportSuite,
                     request_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.FromString,
                     response_serializer=trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.SerializeToString,
+            ),
+            'WatchResults': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchResults,
+                    request_deserializer=trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsRequest.FromString,
+                    response_serializer=trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,6 +331,33 @@ class GraderService:
             '/trajgrade.v1.GraderService/ImportSuite',
             trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteRequest.SerializeToString,
             trajgrade_dot_v1_dot_grader__service__pb2.ImportSuiteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/trajgrade.v1.GraderService/WatchResults',
+            trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsRequest.SerializeToString,
+            trajgrade_dot_v1_dot_grader__service__pb2.WatchResultsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,12 @@ class GraderServiceStub:
     """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
     JSON/YAML text) to the native Suite and registers it.
     """
+    WatchResults: _grpc.UnaryStreamMultiCallable[_grader_service_pb2.WatchResultsRequest, _grader_service_pb2.WatchResultsResponse]
+    """Follows live grading: one response per result of a run that the server's OTLP receiver
+    assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+    falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+    (WATCHER_TOO_SLOW); grading never waits for a watcher.
+    """
 
 @_typing.type_check_only
 class GraderServiceAsyncStub(GraderServiceStub):
@@ -66,6 +72,12 @@ class GraderServiceAsyncStub(GraderServiceStub):
     ImportSuite: _aio.UnaryUnaryMultiCallable[_grader_service_pb2.ImportSuiteRequest, _grader_service_pb2.ImportSuiteResponse]  # type: ignore[assignment]
     """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
     JSON/YAML text) to the native Suite and registers it.
+    """
+    WatchResults: _aio.UnaryStreamMultiCallable[_grader_service_pb2.WatchResultsRequest, _grader_service_pb2.WatchResultsResponse]  # type: ignore[assignment]
+    """Follows live grading: one response per result of a run that the server's OTLP receiver
+    assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+    falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+    (WATCHER_TOO_SLOW); grading never waits for a watcher.
     """
 
 class GraderServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -119,6 +131,18 @@ class GraderServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_grader_service_pb2.ImportSuiteResponse, _abc.Awaitable[_grader_service_pb2.ImportSuiteResponse]]:
         """Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
         JSON/YAML text) to the native Suite and registers it.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchResults(
+        self,
+        request: _grader_service_pb2.WatchResultsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_grader_service_pb2.WatchResultsResponse], _abc.AsyncIterator[_grader_service_pb2.WatchResultsResponse]]:
+        """Follows live grading: one response per result of a run that the server's OTLP receiver
+        assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+        falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+        (WATCHER_TOO_SLOW); grading never waits for a watcher.
         """
 
 def add_GraderServiceServicer_to_server(servicer: GraderServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -804,6 +804,181 @@ func (x *GetSuiteResponse) GetSuite() *Suite {
 	return nil
 }
 
+// WatchResultsRequest selects the live results to follow; an empty filter matches all.
+type WatchResultsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only results of these suite ids.
+	SuiteIds []string `protobuf:"bytes,1,rep,name=suite_ids,json=suiteIds,proto3" json:"suite_ids,omitempty"`
+	// Only results with one of these verdicts.
+	Verdicts []Verdict `protobuf:"varint,2,rep,packed,name=verdicts,proto3,enum=trajgrade.v1.Verdict" json:"verdicts,omitempty"`
+	// Only runs whose resource `service.name` is one of these.
+	ServiceNames  []string `protobuf:"bytes,3,rep,name=service_names,json=serviceNames,proto3" json:"service_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResultsRequest) Reset() {
+	*x = WatchResultsRequest{}
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResultsRequest) ProtoMessage() {}
+
+func (x *WatchResultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResultsRequest.ProtoReflect.Descriptor instead.
+func (*WatchResultsRequest) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchResultsRequest) GetSuiteIds() []string {
+	if x != nil {
+		return x.SuiteIds
+	}
+	return nil
+}
+
+func (x *WatchResultsRequest) GetVerdicts() []Verdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+func (x *WatchResultsRequest) GetServiceNames() []string {
+	if x != nil {
+		return x.ServiceNames
+	}
+	return nil
+}
+
+// WatchResultsResponse is one live result: a run graded against one routed suite.
+type WatchResultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's id: its trace id (hex), or its grouping attribute's value.
+	TraceId string `protobuf:"bytes,1,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The suite's content-hash id.
+	SuiteId string `protobuf:"bytes,2,opt,name=suite_id,json=suiteId,proto3" json:"suite_id,omitempty"`
+	// The run's resource `service.name` (the first one seen).
+	ServiceName string `protobuf:"bytes,3,opt,name=service_name,json=serviceName,proto3" json:"service_name,omitempty"`
+	// True when the run was graded without its end: idle timeout, a cap, a refused span or
+	// shutdown (see `completion`).
+	CutOff bool `protobuf:"varint,4,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
+	// True for an early verdict reported before the run ended (reserved: not sent yet).
+	Early bool `protobuf:"varint,5,opt,name=early,proto3" json:"early,omitempty"`
+	// The result, exactly as `trajgrade regrade` of the same spans gives it.
+	Result *GradeResult `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
+	// Why the run was taken as complete: settled, end_marker, idle_timeout, open_traces_cap,
+	// bytes_cap or shutdown.
+	Completion string `protobuf:"bytes,7,opt,name=completion,proto3" json:"completion,omitempty"`
+	// Set instead of `result` when the run's trace could not be graded (e.g. over a limit).
+	Error         *ItemError `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResultsResponse) Reset() {
+	*x = WatchResultsResponse{}
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResultsResponse) ProtoMessage() {}
+
+func (x *WatchResultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_trajgrade_v1_grader_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResultsResponse.ProtoReflect.Descriptor instead.
+func (*WatchResultsResponse) Descriptor() ([]byte, []int) {
+	return file_trajgrade_v1_grader_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WatchResultsResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *WatchResultsResponse) GetSuiteId() string {
+	if x != nil {
+		return x.SuiteId
+	}
+	return ""
+}
+
+func (x *WatchResultsResponse) GetServiceName() string {
+	if x != nil {
+		return x.ServiceName
+	}
+	return ""
+}
+
+func (x *WatchResultsResponse) GetCutOff() bool {
+	if x != nil {
+		return x.CutOff
+	}
+	return false
+}
+
+func (x *WatchResultsResponse) GetEarly() bool {
+	if x != nil {
+		return x.Early
+	}
+	return false
+}
+
+func (x *WatchResultsResponse) GetResult() *GradeResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *WatchResultsResponse) GetCompletion() string {
+	if x != nil {
+		return x.Completion
+	}
+	return ""
+}
+
+func (x *WatchResultsResponse) GetError() *ItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_trajgrade_v1_grader_service_proto protoreflect.FileDescriptor
 
 const file_trajgrade_v1_grader_service_proto_rawDesc = "" +
@@ -849,7 +1024,22 @@ const file_trajgrade_v1_grader_service_proto_rawDesc = "" +
 	"\x0fGetSuiteRequest\x12\x19\n" +
 	"\bsuite_id\x18\x01 \x01(\tR\asuiteId\"=\n" +
 	"\x10GetSuiteResponse\x12)\n" +
-	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite2\xa6\x04\n" +
+	"\x05suite\x18\x01 \x01(\v2\x13.trajgrade.v1.SuiteR\x05suite\"\x8a\x01\n" +
+	"\x13WatchResultsRequest\x12\x1b\n" +
+	"\tsuite_ids\x18\x01 \x03(\tR\bsuiteIds\x121\n" +
+	"\bverdicts\x18\x02 \x03(\x0e2\x15.trajgrade.v1.VerdictR\bverdicts\x12#\n" +
+	"\rservice_names\x18\x03 \x03(\tR\fserviceNames\"\xa0\x02\n" +
+	"\x14WatchResultsResponse\x12\x19\n" +
+	"\btrace_id\x18\x01 \x01(\tR\atraceId\x12\x19\n" +
+	"\bsuite_id\x18\x02 \x01(\tR\asuiteId\x12!\n" +
+	"\fservice_name\x18\x03 \x01(\tR\vserviceName\x12\x17\n" +
+	"\acut_off\x18\x04 \x01(\bR\x06cutOff\x12\x14\n" +
+	"\x05early\x18\x05 \x01(\bR\x05early\x121\n" +
+	"\x06result\x18\x06 \x01(\v2\x19.trajgrade.v1.GradeResultR\x06result\x12\x1e\n" +
+	"\n" +
+	"completion\x18\a \x01(\tR\n" +
+	"completion\x12-\n" +
+	"\x05error\x18\b \x01(\v2\x17.trajgrade.v1.ItemErrorR\x05error2\xff\x04\n" +
 	"\rGraderService\x12O\n" +
 	"\n" +
 	"GradeTrace\x12\x1f.trajgrade.v1.GradeTraceRequest\x1a .trajgrade.v1.GradeTraceResponse\x12a\n" +
@@ -857,7 +1047,8 @@ const file_trajgrade_v1_grader_service_proto_rawDesc = "" +
 	"\x11StreamGradeTraces\x12&.trajgrade.v1.StreamGradeTracesRequest\x1a'.trajgrade.v1.StreamGradeTracesResponse(\x010\x01\x12X\n" +
 	"\rRegisterSuite\x12\".trajgrade.v1.RegisterSuiteRequest\x1a#.trajgrade.v1.RegisterSuiteResponse\x12I\n" +
 	"\bGetSuite\x12\x1d.trajgrade.v1.GetSuiteRequest\x1a\x1e.trajgrade.v1.GetSuiteResponse\x12R\n" +
-	"\vImportSuite\x12 .trajgrade.v1.ImportSuiteRequest\x1a!.trajgrade.v1.ImportSuiteResponseb\x06proto3"
+	"\vImportSuite\x12 .trajgrade.v1.ImportSuiteRequest\x1a!.trajgrade.v1.ImportSuiteResponse\x12W\n" +
+	"\fWatchResults\x12!.trajgrade.v1.WatchResultsRequest\x1a\".trajgrade.v1.WatchResultsResponse0\x01b\x06proto3"
 
 var (
 	file_trajgrade_v1_grader_service_proto_rawDescOnce sync.Once
@@ -871,7 +1062,7 @@ func file_trajgrade_v1_grader_service_proto_rawDescGZIP() []byte {
 	return file_trajgrade_v1_grader_service_proto_rawDescData
 }
 
-var file_trajgrade_v1_grader_service_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_trajgrade_v1_grader_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_trajgrade_v1_grader_service_proto_goTypes = []any{
 	(*GradeTraceRequest)(nil),         // 0: trajgrade.v1.GradeTraceRequest
 	(*GradeTraceResponse)(nil),        // 1: trajgrade.v1.GradeTraceResponse
@@ -885,43 +1076,52 @@ var file_trajgrade_v1_grader_service_proto_goTypes = []any{
 	(*ImportSuiteResponse)(nil),       // 9: trajgrade.v1.ImportSuiteResponse
 	(*GetSuiteRequest)(nil),           // 10: trajgrade.v1.GetSuiteRequest
 	(*GetSuiteResponse)(nil),          // 11: trajgrade.v1.GetSuiteResponse
-	(*Trace)(nil),                     // 12: trajgrade.v1.Trace
-	(*Suite)(nil),                     // 13: trajgrade.v1.Suite
-	(*GradeResult)(nil),               // 14: trajgrade.v1.GradeResult
-	(*TraceOutcome)(nil),              // 15: trajgrade.v1.TraceOutcome
+	(*WatchResultsRequest)(nil),       // 12: trajgrade.v1.WatchResultsRequest
+	(*WatchResultsResponse)(nil),      // 13: trajgrade.v1.WatchResultsResponse
+	(*Trace)(nil),                     // 14: trajgrade.v1.Trace
+	(*Suite)(nil),                     // 15: trajgrade.v1.Suite
+	(*GradeResult)(nil),               // 16: trajgrade.v1.GradeResult
+	(*TraceOutcome)(nil),              // 17: trajgrade.v1.TraceOutcome
+	(Verdict)(0),                      // 18: trajgrade.v1.Verdict
+	(*ItemError)(nil),                 // 19: trajgrade.v1.ItemError
 }
 var file_trajgrade_v1_grader_service_proto_depIdxs = []int32{
-	12, // 0: trajgrade.v1.GradeTraceRequest.trace:type_name -> trajgrade.v1.Trace
-	13, // 1: trajgrade.v1.GradeTraceRequest.suite:type_name -> trajgrade.v1.Suite
-	14, // 2: trajgrade.v1.GradeTraceResponse.result:type_name -> trajgrade.v1.GradeResult
-	13, // 3: trajgrade.v1.BatchGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
-	12, // 4: trajgrade.v1.BatchGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
-	15, // 5: trajgrade.v1.BatchGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
-	12, // 6: trajgrade.v1.StreamGradeTracesRequest.trace:type_name -> trajgrade.v1.Trace
-	13, // 7: trajgrade.v1.StreamGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
-	12, // 8: trajgrade.v1.StreamGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
-	15, // 9: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
-	15, // 10: trajgrade.v1.StreamGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
-	13, // 11: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
-	13, // 12: trajgrade.v1.ImportSuiteResponse.suite:type_name -> trajgrade.v1.Suite
-	13, // 13: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
-	0,  // 14: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
-	2,  // 15: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
-	4,  // 16: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
-	6,  // 17: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
-	10, // 18: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
-	8,  // 19: trajgrade.v1.GraderService.ImportSuite:input_type -> trajgrade.v1.ImportSuiteRequest
-	1,  // 20: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
-	3,  // 21: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
-	5,  // 22: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
-	7,  // 23: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
-	11, // 24: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
-	9,  // 25: trajgrade.v1.GraderService.ImportSuite:output_type -> trajgrade.v1.ImportSuiteResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 0: trajgrade.v1.GradeTraceRequest.trace:type_name -> trajgrade.v1.Trace
+	15, // 1: trajgrade.v1.GradeTraceRequest.suite:type_name -> trajgrade.v1.Suite
+	16, // 2: trajgrade.v1.GradeTraceResponse.result:type_name -> trajgrade.v1.GradeResult
+	15, // 3: trajgrade.v1.BatchGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
+	14, // 4: trajgrade.v1.BatchGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
+	17, // 5: trajgrade.v1.BatchGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
+	14, // 6: trajgrade.v1.StreamGradeTracesRequest.trace:type_name -> trajgrade.v1.Trace
+	15, // 7: trajgrade.v1.StreamGradeTracesRequest.suite:type_name -> trajgrade.v1.Suite
+	14, // 8: trajgrade.v1.StreamGradeTracesRequest.traces:type_name -> trajgrade.v1.Trace
+	17, // 9: trajgrade.v1.StreamGradeTracesResponse.outcome:type_name -> trajgrade.v1.TraceOutcome
+	17, // 10: trajgrade.v1.StreamGradeTracesResponse.outcomes:type_name -> trajgrade.v1.TraceOutcome
+	15, // 11: trajgrade.v1.RegisterSuiteRequest.suite:type_name -> trajgrade.v1.Suite
+	15, // 12: trajgrade.v1.ImportSuiteResponse.suite:type_name -> trajgrade.v1.Suite
+	15, // 13: trajgrade.v1.GetSuiteResponse.suite:type_name -> trajgrade.v1.Suite
+	18, // 14: trajgrade.v1.WatchResultsRequest.verdicts:type_name -> trajgrade.v1.Verdict
+	16, // 15: trajgrade.v1.WatchResultsResponse.result:type_name -> trajgrade.v1.GradeResult
+	19, // 16: trajgrade.v1.WatchResultsResponse.error:type_name -> trajgrade.v1.ItemError
+	0,  // 17: trajgrade.v1.GraderService.GradeTrace:input_type -> trajgrade.v1.GradeTraceRequest
+	2,  // 18: trajgrade.v1.GraderService.BatchGradeTraces:input_type -> trajgrade.v1.BatchGradeTracesRequest
+	4,  // 19: trajgrade.v1.GraderService.StreamGradeTraces:input_type -> trajgrade.v1.StreamGradeTracesRequest
+	6,  // 20: trajgrade.v1.GraderService.RegisterSuite:input_type -> trajgrade.v1.RegisterSuiteRequest
+	10, // 21: trajgrade.v1.GraderService.GetSuite:input_type -> trajgrade.v1.GetSuiteRequest
+	8,  // 22: trajgrade.v1.GraderService.ImportSuite:input_type -> trajgrade.v1.ImportSuiteRequest
+	12, // 23: trajgrade.v1.GraderService.WatchResults:input_type -> trajgrade.v1.WatchResultsRequest
+	1,  // 24: trajgrade.v1.GraderService.GradeTrace:output_type -> trajgrade.v1.GradeTraceResponse
+	3,  // 25: trajgrade.v1.GraderService.BatchGradeTraces:output_type -> trajgrade.v1.BatchGradeTracesResponse
+	5,  // 26: trajgrade.v1.GraderService.StreamGradeTraces:output_type -> trajgrade.v1.StreamGradeTracesResponse
+	7,  // 27: trajgrade.v1.GraderService.RegisterSuite:output_type -> trajgrade.v1.RegisterSuiteResponse
+	11, // 28: trajgrade.v1.GraderService.GetSuite:output_type -> trajgrade.v1.GetSuiteResponse
+	9,  // 29: trajgrade.v1.GraderService.ImportSuite:output_type -> trajgrade.v1.ImportSuiteResponse
+	13, // 30: trajgrade.v1.GraderService.WatchResults:output_type -> trajgrade.v1.WatchResultsResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_trajgrade_v1_grader_service_proto_init() }
@@ -950,7 +1150,7 @@ func file_trajgrade_v1_grader_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trajgrade_v1_grader_service_proto_rawDesc), len(file_trajgrade_v1_grader_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	GraderService_RegisterSuite_FullMethodName     = "/trajgrade.v1.GraderService/RegisterSuite"
 	GraderService_GetSuite_FullMethodName          = "/trajgrade.v1.GraderService/GetSuite"
 	GraderService_ImportSuite_FullMethodName       = "/trajgrade.v1.GraderService/ImportSuite"
+	GraderService_WatchResults_FullMethodName      = "/trajgrade.v1.GraderService/WatchResults"
 )
 
 // GraderServiceClient is the client API for GraderService service.
@@ -46,6 +47,11 @@ type GraderServiceClient interface {
 	// Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
 	// JSON/YAML text) to the native Suite and registers it.
 	ImportSuite(ctx context.Context, in *ImportSuiteRequest, opts ...grpc.CallOption) (*ImportSuiteResponse, error)
+	// Follows live grading: one response per result of a run that the server's OTLP receiver
+	// assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+	// falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+	// (WATCHER_TOO_SLOW); grading never waits for a watcher.
+	WatchResults(ctx context.Context, in *WatchResultsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResultsResponse], error)
 }
 
 type graderServiceClient struct {
@@ -119,6 +125,25 @@ func (c *graderServiceClient) ImportSuite(ctx context.Context, in *ImportSuiteRe
 	return out, nil
 }
 
+func (c *graderServiceClient) WatchResults(ctx context.Context, in *WatchResultsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResultsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &GraderService_ServiceDesc.Streams[1], GraderService_WatchResults_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchResultsRequest, WatchResultsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GraderService_WatchResultsClient = grpc.ServerStreamingClient[WatchResultsResponse]
+
 // GraderServiceServer is the server API for GraderService service.
 // All implementations must embed UnimplementedGraderServiceServer
 // for forward compatibility.
@@ -138,6 +163,11 @@ type GraderServiceServer interface {
 	// Converts a suite written in another format (Orbit, promptfoo, Google ADK, or native
 	// JSON/YAML text) to the native Suite and registers it.
 	ImportSuite(context.Context, *ImportSuiteRequest) (*ImportSuiteResponse, error)
+	// Follows live grading: one response per result of a run that the server's OTLP receiver
+	// assembled and graded (docs/live-grading.md), from the moment of the call on. A caller that
+	// falls behind by more than the server's queue is ended with RESOURCE_EXHAUSTED
+	// (WATCHER_TOO_SLOW); grading never waits for a watcher.
+	WatchResults(*WatchResultsRequest, grpc.ServerStreamingServer[WatchResultsResponse]) error
 	mustEmbedUnimplementedGraderServiceServer()
 }
 
@@ -165,6 +195,9 @@ func (UnimplementedGraderServiceServer) GetSuite(context.Context, *GetSuiteReque
 }
 func (UnimplementedGraderServiceServer) ImportSuite(context.Context, *ImportSuiteRequest) (*ImportSuiteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ImportSuite not implemented")
+}
+func (UnimplementedGraderServiceServer) WatchResults(*WatchResultsRequest, grpc.ServerStreamingServer[WatchResultsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchResults not implemented")
 }
 func (UnimplementedGraderServiceServer) mustEmbedUnimplementedGraderServiceServer() {}
 func (UnimplementedGraderServiceServer) testEmbeddedByValue()                       {}
@@ -284,6 +317,17 @@ func _GraderService_ImportSuite_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _GraderService_WatchResults_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchResultsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(GraderServiceServer).WatchResults(m, &grpc.GenericServerStream[WatchResultsRequest, WatchResultsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type GraderService_WatchResultsServer = grpc.ServerStreamingServer[WatchResultsResponse]
+
 // GraderService_ServiceDesc is the grpc.ServiceDesc for GraderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -318,6 +362,11 @@ var GraderService_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _GraderService_StreamGradeTraces_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchResults",
+			Handler:       _GraderService_WatchResults_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "trajgrade/v1/grader_service.proto",

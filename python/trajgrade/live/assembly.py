@@ -1,0 +1,343 @@
+"""Trace assembly: spans arriving in any order and any split, grouped into runs, and when a run
+is complete (docs/live-grading.md, "Assembly").
+
+Pure bookkeeping with the clock passed in: no I/O, no asyncio. One driver (live/grading.py)
+calls `add_spans` / `add_events` as requests arrive and `due(now)` from its single timer task.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajgrade.importers.otlp import EventRecord, SpanRecord
+
+# The explicit end of a run: a span attribute set to true, or a span event of this name.
+END_ATTRIBUTE = "trajgrade.run.end"
+END_EVENT = "trajgrade.run.end"
+
+# Why a run was taken as complete. Only SETTLED and END_MARKER are whole runs.
+SETTLED = "settled"
+END_MARKER = "end_marker"
+IDLE_TIMEOUT = "idle_timeout"
+OPEN_TRACES_CAP = "open_traces_cap"
+BYTES_CAP = "bytes_cap"
+SHUTDOWN = "shutdown"
+
+# Span outcomes, as counted in trajgrade_live_spans_total{outcome}.
+ACCEPTED = "accepted"
+DUPLICATE = "duplicate"
+LATE = "late"
+REFUSED_SPANS_PER_TRACE = "refused_spans_per_trace"
+REFUSED_OPEN_TRACES = "refused_open_traces"
+REFUSED_BYTES = "refused_bytes"
+
+
+@dataclass(frozen=True)
+class AssemblyConfig:
+    """The assembly rules and caps (Settings.live_*)."""
+
+    group_by: str | None = None
+    settle_s: float = 2.0
+    idle_timeout_s: float = 300.0
+    max_open_traces: int = 10_000
+    max_spans_per_trace: int = 10_000
+    max_bytes: int = 256 * 1024 * 1024
+    on_cap: str = "grade"  # or "refuse"
+    late_memory: int = 100_000
+
+
+# OTLP span flags: the parent's remote bit is known, and set (the span is this process's part
+# of a trace that started elsewhere: its local root).
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+
+
+@dataclass
+class IncomingSpan:
+    """One received span: its record for the mapping, and what assembly reads of it."""
+
+    record: SpanRecord
+    size: int
+    ends_run: bool = False
+    flags: int = 0
+
+    @property
+    def is_root(self) -> bool:
+        """No parent, or a remote parent (a run inside a request from another service)."""
+        remote = self.flags & (_HAS_IS_REMOTE | _IS_REMOTE) == _HAS_IS_REMOTE | _IS_REMOTE
+        return self.record.parent == "" or remote
+
+
+@dataclass
+class Run:
+    """A run being assembled (then handed out as complete)."""
+
+    key: str
+    first_seen: float
+    last_seen: float
+    spans: list[SpanRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    trace_ids: list[str] = field(default_factory=list)
+    # Trace ids whose root span (no parent) has arrived: OTLP exports only ended spans.
+    rooted: set[str] = field(default_factory=set)
+    size: int = 0
+    refused: int = 0
+    ended: bool = False
+    service: str = ""
+    # Bumped on every change: a timer entry of an older version is stale.
+    version: int = 0
+    completion: str = ""
+
+    @property
+    def complete_when_quiet(self) -> bool:
+        """Every trace of the run has its root: the settle time, not the idle timeout, runs."""
+        return bool(self.trace_ids) and all(t in self.rooted for t in self.trace_ids)
+
+    @property
+    def cut_off(self) -> bool:
+        """Graded without its whole self: not settled nor ended, or spans were refused."""
+        return self.completion not in (SETTLED, END_MARKER) or self.refused > 0
+
+
+@dataclass
+class AddOutcome:
+    """What became of the spans of one export request."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    complete: list[Run] = field(default_factory=list)
+    late_runs: dict[str, int] = field(default_factory=dict)
+
+    def count(self, outcome: str, n: int = 1) -> None:
+        self.counts[outcome] = self.counts.get(outcome, 0) + n
+
+    @property
+    def rejected(self) -> int:
+        """Spans the exporter is told were not accepted (OTLP partial success)."""
+        return sum(n for outcome, n in self.counts.items() if outcome.startswith("refused"))
+
+    @property
+    def late(self) -> int:
+        return self.counts.get(LATE, 0)
+
+
+class Assembler:
+    """Open runs by key, a timer heap over them, and the recently graded keys."""
+
+    def __init__(self, config: AssemblyConfig) -> None:
+        self.config = config
+        # Insertion order is age: the first entry is the oldest open run (evicted at a cap).
+        self._open: OrderedDict[str, Run] = OrderedDict()
+        # trace id -> run key (differs from the trace id only with group_by).
+        self._key_of_trace: dict[str, str] = {}
+        # Graded trace ids -> the key they were graded under (LRU): their spans are late.
+        self._graded: OrderedDict[str, str] = OrderedDict()
+        self._timers: list[tuple[float, int, str]] = []
+        self.bytes_held = 0
+        # Arrival sequence: the mapping's `order` (ties in time keep arrival order).
+        self._arrivals = 0
+
+    @property
+    def open_runs(self) -> int:
+        return len(self._open)
+
+    def add_spans(self, spans: Iterable[IncomingSpan], now: float) -> AddOutcome:
+        """Take the spans of one request; returns what became of them, and the runs that an
+        end marker or a cap completed."""
+        out = AddOutcome()
+        touched: dict[str, Run] = {}
+        for span in spans:
+            run = self._add_span(span, now, out)
+            if run is not None:
+                touched[run.key] = run
+        for key, run in touched.items():
+            if run.ended and key in self._open:
+                out.complete.append(self._close(key, END_MARKER))
+            elif key in self._open:
+                self._arm(run)
+        return out
+
+    def add_events(self, events: Iterable[EventRecord], now: float) -> AddOutcome:
+        """Take GenAI log events (OTLP logs); an event for a graded trace is late."""
+        out = AddOutcome()
+        touched: dict[str, Run] = {}
+        for event in events:
+            if event.trace_id in self._graded:
+                self._graded.move_to_end(event.trace_id)
+                out.count(LATE)
+                key = self._graded[event.trace_id]
+                out.late_runs[key] = out.late_runs.get(key, 0) + 1
+                continue
+            run = self._run_for(event.trace_id, None, now, out)
+            if run is None:
+                out.count(REFUSED_OPEN_TRACES)
+                continue
+            event.order = self._next_arrival()
+            run.events.append(event)
+            run.last_seen = now
+            run.version += 1
+            touched[run.key] = run
+            out.count(ACCEPTED)
+        for key, run in touched.items():
+            if key in self._open:
+                self._arm(run)
+        return out
+
+    def _add_span(self, span: IncomingSpan, now: float, out: AddOutcome) -> Run | None:
+        record, config = span.record, self.config
+        if record.trace_id in self._graded:
+            self._graded.move_to_end(record.trace_id)
+            out.count(LATE)
+            key = self._graded[record.trace_id]
+            out.late_runs[key] = out.late_runs.get(key, 0) + 1
+            return None
+        group = None
+        if config.group_by is not None:
+            value = record.attrs.get(config.group_by, record.resource.get(config.group_by))
+            group = None if value is None else str(value)
+        run = self._run_for(record.trace_id, group, now, out)
+        if run is None:
+            out.count(REFUSED_OPEN_TRACES)
+            return None
+        if (record.trace_id, record.span_id) in run.seen:
+            out.count(DUPLICATE)  # an exporter's retry: the span is already held
+            return run
+        if len(run.spans) >= config.max_spans_per_trace:
+            run.refused += 1
+            out.count(REFUSED_SPANS_PER_TRACE)
+            return run
+        if self.bytes_held + span.size > config.max_bytes and (
+            config.on_cap == "refuse" or not self._evict(BYTES_CAP, span.size, run, out)
+        ):
+            run.refused += 1
+            out.count(REFUSED_BYTES)
+            return run
+        record.order = self._next_arrival()
+        run.spans.append(record)
+        run.seen.add((record.trace_id, record.span_id))
+        run.size += span.size
+        self.bytes_held += span.size
+        run.last_seen = now
+        run.version += 1
+        if span.is_root:
+            run.rooted.add(record.trace_id)
+        if span.ends_run:
+            run.ended = True
+        if not run.service:
+            service = record.resource.get("service.name")
+            run.service = service if isinstance(service, str) else ""
+        out.count(ACCEPTED)
+        return run
+
+    def _run_for(self, trace_id: str, group: str | None, now: float, out: AddOutcome) -> Run | None:
+        """The open run of a trace id, made (or merged, when its group becomes known) as
+        needed; None when the open-runs cap refuses a new one."""
+        key = self._key_of_trace.get(trace_id)
+        if key is not None and group is not None and key == trace_id and group != trace_id:
+            # The trace's first spans came without the grouping attribute: move them.
+            return self._regroup(trace_id, group, now, out)
+        if key is not None:
+            return self._open[key]
+        key = trace_id if group is None else group
+        run = self._open.get(key)
+        if run is None:
+            if not self._room_for_run(out):
+                return None
+            run = self._open[key] = Run(key, first_seen=now, last_seen=now)
+        self._key_of_trace[trace_id] = key
+        run.trace_ids.append(trace_id)
+        return run
+
+    def _regroup(self, trace_id: str, group: str, now: float, out: AddOutcome) -> Run | None:
+        provisional = self._open.pop(trace_id)
+        run = self._open.get(group)
+        if run is None:
+            run = provisional
+            run.key = group
+            self._open[group] = run
+        else:
+            run.spans.extend(provisional.spans)
+            run.events.extend(provisional.events)
+            run.seen |= provisional.seen
+            run.rooted |= provisional.rooted
+            run.size += provisional.size
+            run.refused += provisional.refused
+            run.ended = run.ended or provisional.ended
+            run.trace_ids.append(trace_id)
+            run.service = run.service or provisional.service
+        self._key_of_trace[trace_id] = group
+        run.version += 1
+        return run
+
+    def _next_arrival(self) -> int:
+        self._arrivals += 1
+        return self._arrivals
+
+    def _room_for_run(self, out: AddOutcome) -> bool:
+        if len(self._open) < self.config.max_open_traces:
+            return True
+        if self.config.on_cap == "refuse":
+            return False
+        oldest = next(iter(self._open))
+        out.complete.append(self._close(oldest, OPEN_TRACES_CAP))
+        return True
+
+    def _evict(self, reason: str, need: int, keep: Run, out: AddOutcome) -> bool:
+        """Grade the oldest open runs (not `keep`) as cut off until `need` more bytes fit."""
+        for key in list(self._open):
+            if self.bytes_held + need <= self.config.max_bytes:
+                break
+            if key != keep.key:
+                out.complete.append(self._close(key, reason))
+        return self.bytes_held + need <= self.config.max_bytes
+
+    def _arm(self, run: Run) -> None:
+        wait = self.config.settle_s if run.complete_when_quiet else self.config.idle_timeout_s
+        heapq.heappush(self._timers, (run.last_seen + wait, run.version, run.key))
+
+    def next_deadline(self) -> float | None:
+        """When `due` next has something to do (None: no open run)."""
+        while self._timers:
+            at, version, key = self._timers[0]
+            run = self._open.get(key)
+            if run is not None and run.version == version:
+                return at
+            heapq.heappop(self._timers)  # stale: the run changed or is gone
+        return None
+
+    def due(self, now: float) -> list[Run]:
+        """The runs whose settle time or idle timeout has passed."""
+        done: list[Run] = []
+        while self._timers and self._timers[0][0] <= now:
+            _, version, key = heapq.heappop(self._timers)
+            run = self._open.get(key)
+            if run is None or run.version != version:
+                continue
+            done.append(self._close(key, SETTLED if run.complete_when_quiet else IDLE_TIMEOUT))
+        return done
+
+    def close_all(self, reason: str = SHUTDOWN) -> list[Run]:
+        """Every open run, oldest first, as cut off (the drain on SIGTERM)."""
+        return [self._close(key, reason) for key in list(self._open)]
+
+    def _close(self, key: str, reason: str) -> Run:
+        run = self._open.pop(key)
+        run.completion = reason
+        self.bytes_held -= run.size
+        for trace_id in run.trace_ids:
+            self._key_of_trace.pop(trace_id, None)
+            self._graded[trace_id] = key
+            self._graded.move_to_end(trace_id)
+        while len(self._graded) > self.config.late_memory:
+            self._graded.popitem(last=False)
+        return run
+
+
+def ends_run(attrs: dict[str, Any], event_names: Iterable[str]) -> bool:
+    """The explicit end of a run: `trajgrade.run.end = true` (attribute) or a span event
+    named `trajgrade.run.end`."""
+    return attrs.get(END_ATTRIBUTE) is True or END_EVENT in event_names

@@ -1,0 +1,387 @@
+"""Live grading: received spans → assembled runs → the importer's mapping → routed suites →
+results on WatchResults, in the metrics and in the JSONL sink.
+
+Everything runs on the server's event loop except the mapping and grading of completed runs
+(one worker thread, so results leave in completion order) and the sink's writes (another).
+One timer task drives every run's settle time and idle timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+)
+
+from trajgrade import _core
+from trajgrade.importers import otlp
+from trajgrade.importers.report import ImportReport
+from trajgrade.live import assembly
+from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
+from trajgrade.live.routes import RoutesError, RoutesFile, SuiteRef
+from trajgrade.live.sink import JsonlSink
+from trajgrade.live.watch import Published, WatchHub
+from trajgrade.regrade.output import jsonl_line, outcome_row
+from trajgrade.server.metrics import LiveMetrics
+from trajgrade.server.settings import Settings
+from trajgrade.v1 import grader_service_pb2, result_pb2
+
+log = logging.getLogger("trajgrade.live")
+
+_VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
+_STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """One run graded against one suite."""
+
+    run_key: str
+    suite_id: str
+    service: str
+    cut_off: bool
+    completion: str
+    outcome: result_pb2.TraceOutcome
+
+    def sink_line(self) -> bytes:
+        """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans)
+        with one more key, `live`, that regrade readers ignore: how the run was completed."""
+        row = jsonl_line(outcome_row(self.outcome.SerializeToString(), self.suite_id))
+        live = {"service": self.service, "completion": self.completion, "cut_off": self.cut_off}
+        extra = json.dumps(live, ensure_ascii=False, separators=(",", ":"))
+        return row[:-2] + b',"live":' + extra.encode() + b"}\n"
+
+    def response(self) -> bytes:
+        message = grader_service_pb2.WatchResultsResponse(
+            trace_id=self.run_key,
+            suite_id=self.suite_id,
+            service_name=self.service,
+            cut_off=self.cut_off,
+            completion=self.completion,
+        )
+        if self.outcome.WhichOneof("outcome") == "error":
+            message.error.CopyFrom(self.outcome.error)
+        else:
+            message.result.CopyFrom(self.outcome.result)
+        return message.SerializeToString()
+
+
+def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
+    """The run's Trace through the importer's one mapping (None: nothing maps, e.g. no span
+    carried the grouping attribute)."""
+    report = ImportReport()
+    traces = list(otlp.map_spans(run.spans, run.events, report, group_by=group_by))
+    return (traces[0] if traces else None), report
+
+
+class LiveGrader:
+    """The live grading of one server process."""
+
+    def __init__(self, settings: Settings, grader: _core.Grader, metrics: LiveMetrics) -> None:
+        assert settings.routes is not None
+        self.settings = settings
+        self.grader = grader
+        self.metrics = metrics
+        self.routes = RoutesFile(settings.routes, grader)
+        self.assembler = Assembler(
+            AssemblyConfig(
+                group_by=settings.live_group_by,
+                settle_s=settings.live_settle_s,
+                idle_timeout_s=settings.live_idle_timeout_s,
+                max_open_traces=settings.live_max_open_traces,
+                max_spans_per_trace=settings.live_max_spans_per_trace,
+                max_bytes=settings.live_max_bytes,
+                on_cap=settings.live_on_cap,
+                late_memory=settings.live_late_memory,
+            )
+        )
+        self.hub = WatchHub(settings.watch_queue_size)
+        self.sink = (
+            None
+            if settings.results_jsonl is None
+            else JsonlSink(
+                settings.results_jsonl,
+                max_bytes=settings.results_jsonl_max_bytes,
+                keep=settings.results_jsonl_keep,
+            )
+        )
+        self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
+        self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
+        self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._writes: set[asyncio.Future[None]] = set()
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load the routes (an error stops startup) and start the timer, worker and poller."""
+        try:
+            routes = self.routes.load()
+        except RoutesError as exc:
+            raise RoutesError(f"--routes: {exc}") from exc
+        self.metrics.routes_reloads.labels("ok").inc()
+        log.info("live grading: %d routes from %s", len(routes.routes), self.routes.path)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._timer(), name="trajgrade-live-timer"),
+            loop.create_task(self._worker(), name="trajgrade-live-worker"),
+            loop.create_task(self._poll_routes(), name="trajgrade-live-routes"),
+        ]
+
+    def reload_routes(self) -> None:
+        """SIGHUP: load the routes file again, changed or not."""
+        self.metrics.routes_reloads.labels(self.routes.reload(force=True)).inc()
+
+    async def drain(self) -> None:
+        """SIGTERM: every open run graded as cut off (completion `shutdown`), its results
+        published and written to the sink, then the watchers' streams end."""
+        if self._closed:
+            return
+        self._closed = True
+        runs = self.assembler.close_all()
+        if runs:
+            log.info("draining: grading %d open runs as cut off", len(runs))
+            self._completed.put_nowait(runs)
+        self._completed.put_nowait(None)
+        for task in self._tasks:
+            if task.get_name() != "trajgrade-live-worker":
+                task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        self._update_gauges()
+        self.hub.close()
+        self.metrics.watchers.set(0)
+        # Idle by now (the worker has returned, the writes are done): never block the loop.
+        self._grading.shutdown(wait=False)
+        self._writing.shutdown(wait=False)
+        if self.sink is not None:
+            self.sink.close()
+
+    # --- intake -------------------------------------------------------------------------------
+
+    def export_traces(self, request: ExportTraceServiceRequest) -> ExportTracePartialSuccess:
+        """Take one traces export; the partial success names what was not accepted."""
+        spans = list(_incoming(request))
+        outcome = self.assembler.add_spans(spans, time.monotonic())
+        self._after(outcome)
+        rejected = outcome.rejected + outcome.late
+        if not rejected:
+            return ExportTracePartialSuccess()
+        return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
+
+    def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
+        """Take one logs export: the GenAI events of runs being assembled."""
+        report = ImportReport()
+        events = otlp.event_records(request, report)
+        outcome = self.assembler.add_events(events, time.monotonic())
+        self._after(outcome)
+        rejected = outcome.rejected + outcome.late
+        if not rejected:
+            return ExportLogsPartialSuccess()
+        return ExportLogsPartialSuccess(rejected_log_records=rejected, error_message=_why(outcome))
+
+    def _after(self, outcome: AddOutcome) -> None:
+        for name, count in outcome.counts.items():
+            self.metrics.spans.labels(name).inc(count)
+        for key, count in outcome.late_runs.items():
+            self.metrics.late_traces.inc()
+            log.warning(
+                "%d late spans for run %s, already graded: counted, not merged",
+                count,
+                key,
+                extra={"trace_id": key, "late_spans": count},
+            )
+        if outcome.complete:
+            self._completed.put_nowait(outcome.complete)
+        self._update_gauges()
+        self._wake.set()
+
+    def _update_gauges(self) -> None:
+        self.metrics.open_traces.set(self.assembler.open_runs)
+        self.metrics.held_bytes.set(self.assembler.bytes_held)
+
+    # --- timers and grading -------------------------------------------------------------------
+
+    async def _timer(self) -> None:
+        """The one timer of every open run: sleep to the next deadline or the next change."""
+        while True:
+            deadline = self.assembler.next_deadline()
+            self._wake.clear()
+            if deadline is None:
+                await self._wake.wait()
+                continue
+            wait = deadline - time.monotonic()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                continue
+            due = self.assembler.due(time.monotonic())
+            if due:
+                self._completed.put_nowait(due)
+                self._update_gauges()
+
+    async def _worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            runs = await self._completed.get()
+            if runs is None:
+                return
+            # Take every run already completed: one trip to the grading thread for all.
+            while not self._completed.empty():
+                more = self._completed.get_nowait()
+                if more is None:
+                    self._completed.put_nowait(None)
+                    break
+                runs.extend(more)
+            routes = self.routes.current
+            try:
+                results = await loop.run_in_executor(self._grading, self._grade, runs, routes)
+            except Exception:
+                log.exception("live grading failed for %d runs", len(runs))
+                continue
+            self._publish(results)
+
+    def _grade(self, runs: list[Run], routes: Any) -> list[LiveResult]:
+        """On the grading thread: map, route and grade each run (one failing run is logged
+        and counted, and the others go on)."""
+        out: list[LiveResult] = []
+        for run in runs:
+            self.metrics.traces.labels(run.completion).inc()
+            try:
+                out.extend(self._grade_run(run, routes))
+            except Exception:
+                log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
+                self._drop(run, "error")
+        return out
+
+    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult]:
+        suites = routes.suites_for(run.spans)
+        if not suites:
+            self._drop(run, "unrouted")
+            return []
+        trace, _ = map_run(run, self.settings.live_group_by)
+        if trace is None:
+            self._drop(run, "unmapped")
+            return []
+        payload = trace.SerializeToString()
+        out = []
+        for ref in suites:
+            suite = self._suite(ref)
+            if suite is None:
+                continue
+            outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
+            out.append(
+                LiveResult(
+                    run.key, suite.suite_id, run.service, run.cut_off, run.completion, outcome
+                )
+            )
+        self.metrics.spans.labels("graded" if out else "unrouted").inc(len(run.spans))
+        return out
+
+    def _suite(self, ref: SuiteRef) -> Any:
+        suite = ref.resolve(self.grader)
+        if suite is None:
+            self.metrics.dropped.labels("suite_not_found").inc()
+            log.error("routes name %s, which is not registered: not graded", ref.label)
+        return suite
+
+    def _drop(self, run: Run, reason: str) -> None:
+        self.metrics.dropped.labels(reason).inc()
+        self.metrics.spans.labels(reason).inc(len(run.spans))
+        log.info(
+            "run %s not graded: %s (%d spans, service %r)",
+            run.key,
+            reason,
+            len(run.spans),
+            run.service,
+            extra={"trace_id": run.key, "reason": reason},
+        )
+
+    def _publish(self, results: list[LiveResult]) -> None:
+        for result in results:
+            self._count(result)
+            outcome = result.outcome
+            verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
+            self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
+        self.metrics.watchers.set(len(self.hub))
+        if self.hub.dropped:
+            self.metrics.watchers_cut.inc(self.hub.dropped)
+            self.hub.dropped = 0
+        if self.sink is not None and results:
+            lines = [result.sink_line() for result in results]
+            future = asyncio.wrap_future(self._writing.submit(self._write, lines))
+            self._writes.add(future)
+            future.add_done_callback(self._writes.discard)
+
+    def _write(self, lines: list[bytes]) -> None:
+        assert self.sink is not None
+        try:
+            self.sink.write(lines)
+        except OSError:
+            self.metrics.sink_errors.inc()
+            log.exception("results sink: %d rows not written", len(lines))
+            return
+        self.metrics.sink_rows.inc(len(lines))
+
+    def _count(self, result: LiveResult) -> None:
+        outcome = result.outcome
+        if outcome.WhichOneof("outcome") != "result":
+            self.metrics.results.labels(result.suite_id, "ERROR").inc()
+            return
+        graded = outcome.result
+        self.metrics.results.labels(result.suite_id, _VERDICT_NAME[graded.verdict]).inc()
+        self.metrics.score.labels(result.suite_id).observe(graded.score)
+        for item in graded.results:
+            self.metrics.assertions.labels(
+                result.suite_id, item.name, _STATUS_NAME[item.status]
+            ).inc()
+
+    async def _poll_routes(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.settings.routes_poll_s)
+            # Compiling suite files can take a while: not on the loop.
+            result = await loop.run_in_executor(self._grading, self.routes.reload)
+            if result != "unchanged":
+                self.metrics.routes_reloads.labels(result).inc()
+
+
+def _incoming(request: ExportTraceServiceRequest) -> Iterator[IncomingSpan]:
+    for resource_spans in request.resource_spans:
+        resource = otlp.attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                record = otlp.span_record(span, resource, 0)
+                yield IncomingSpan(
+                    record,
+                    span.ByteSize(),
+                    assembly.ends_run(record.attrs, (event.name for event in span.events)),
+                    span.flags,
+                )
+
+
+def _why(outcome: AddOutcome) -> str:
+    parts = []
+    for name, count in sorted(outcome.counts.items()):
+        if name.startswith("refused"):
+            parts.append(f"{count} refused ({name.removeprefix('refused_')} cap)")
+    if outcome.late:
+        parts.append(f"{outcome.late} late (their run was already graded; counted, not merged)")
+    return "; ".join(parts)

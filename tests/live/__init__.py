@@ -1,0 +1,1 @@
+"""Live grading: the OTLP receiver, assembly, routing and results out."""

@@ -1,0 +1,152 @@
+"""The live pieces on their own: settings and flags, the assembler's rules, the watch hub's
+bound, the sink's rotation."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from trajgrade.importers.otlp import SpanRecord
+from trajgrade.live.assembly import (
+    BYTES_CAP,
+    IDLE_TIMEOUT,
+    SETTLED,
+    Assembler,
+    AssemblyConfig,
+    IncomingSpan,
+)
+from trajgrade.live.sink import JsonlSink
+from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
+from trajgrade.regrade.diff import diff_files
+from trajgrade.server.settings import Settings, SettingsError
+from trajgrade.v1 import grader_service_pb2
+
+
+def parse(*argv: str, environ: dict[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    Settings.add_arguments(parser)
+    return Settings.from_namespace(parser.parse_args(list(argv)), environ or {})
+
+
+def test_otlp_flags_default_env_and_checks() -> None:
+    settings = parse("--otlp-grpc", "--otlp-http", "default", "--routes", "r.yaml")
+    assert settings.otlp_grpc_address == "127.0.0.1:4317"
+    assert settings.otlp_http_address == "127.0.0.1:4318"
+    assert parse().live_enabled is False
+    settings = parse(
+        environ={"TRAJGRADE_OTLP_HTTP": "unix:/run/otlp.sock", "TRAJGRADE_ROUTES": "r"}
+    )
+    assert (settings.otlp_grpc_address, settings.otlp_http_address) == (None, "unix:/run/otlp.sock")
+    with pytest.raises(SettingsError, match="need --routes"):
+        parse("--otlp-grpc")
+    with pytest.raises(SettingsError, match="grade or refuse"):
+        parse("--live-on-cap", "drop")
+    with pytest.raises(SettingsError, match=r"must end in \.jsonl"):
+        parse("--results-jsonl", "out.parquet")
+
+
+def span(
+    trace: str, span_id: str, *, parent: str = "", attrs: dict[str, object] | None = None
+) -> IncomingSpan:
+    record = SpanRecord(
+        trace_id=trace,
+        span_id=span_id,
+        name="s",
+        start=1,
+        end=2,
+        attrs=dict(attrs or {}),
+        resource={"service.name": "svc"},
+        status_code=0,
+        order=0,
+        parent=parent,
+    )
+    return IncomingSpan(record, size=100)
+
+
+def test_group_by_merges_traces_whose_attribute_comes_later() -> None:
+    assembler = Assembler(AssemblyConfig(group_by="session.id", settle_s=1.0, idle_timeout_s=10.0))
+    # Trace a's first span has no session yet; its second names it; trace b joins the session.
+    assembler.add_spans([span("a", "1", parent="0")], now=0.0)
+    assembler.add_spans([span("a", "0", attrs={"session.id": "s1"})], now=0.1)
+    assembler.add_spans([span("b", "9", attrs={"session.id": "s1"})], now=0.2)
+    assert assembler.open_runs == 1
+    # b has no root yet (span 9 is one: no parent) -> all roots in: settles 1s after the last.
+    (run,) = assembler.due(now=1.3)
+    assert (run.key, run.completion, run.cut_off) == ("s1", SETTLED, False)
+    assert sorted(s.span_id for s in run.spans) == ["0", "1", "9"]
+    assert run.trace_ids == ["a", "b"]
+
+
+def test_a_span_with_a_remote_parent_is_a_root() -> None:
+    assembler = Assembler(AssemblyConfig(settle_s=1.0, idle_timeout_s=50.0))
+    remote = span("a", "1", parent="77")
+    remote.flags = 0x300  # HAS_IS_REMOTE | IS_REMOTE: the parent is in another service
+    assembler.add_spans([remote], now=0.0)
+    assert assembler.next_deadline() == 1.0
+    local = span("b", "1", parent="77")
+    local.flags = 0x100  # the parent is known to be local: not a root
+    assembler.add_spans([local], now=0.0)
+    (run,) = assembler.due(now=1.0)
+    assert run.key == "a"
+
+
+def test_bytes_cap_grades_the_oldest_and_timers_follow_new_spans() -> None:
+    assembler = Assembler(AssemblyConfig(max_bytes=250, settle_s=1.0, idle_timeout_s=5.0))
+    assembler.add_spans([span("a", "1", parent="0"), span("a", "2", parent="0")], now=0.0)
+    out = assembler.add_spans([span("b", "1", parent="0")], now=1.0)
+    assert [(r.key, r.completion, r.cut_off) for r in out.complete] == [("a", BYTES_CAP, True)]
+    assert assembler.bytes_held == 100
+    assert assembler.next_deadline() == 6.0  # b's idle timeout: it has no root
+    assembler.add_spans([span("b", "2", parent="0")], now=4.0)
+    assert assembler.due(now=6.0) == []
+    (run,) = assembler.due(now=9.0)
+    assert (run.completion, run.cut_off) == (IDLE_TIMEOUT, True)
+
+
+def test_graded_ids_are_remembered_within_the_bound() -> None:
+    assembler = Assembler(AssemblyConfig(late_memory=1, settle_s=1.0))
+    assembler.add_spans([span("a", "0")], now=0.0)
+    assembler.add_spans([span("b", "0")], now=0.0)
+    assert len(assembler.due(now=2.0)) == 2
+    assert assembler.add_spans([span("b", "1", parent="0")], now=3.0).late == 1
+    # a fell out of the memory: its span opens a new run (counted accepted, not late).
+    out = assembler.add_spans([span("a", "1", parent="0")], now=3.0)
+    assert (out.late, out.counts.get("accepted")) == (0, 1)
+
+
+async def test_slow_watcher_is_cut_and_others_go_on() -> None:
+    hub = WatchHub(queue_size=2)
+    slow = hub.watch(grader_service_pb2.WatchResultsRequest())
+    fast = hub.watch(grader_service_pb2.WatchResultsRequest(suite_ids=["s"]))
+    for number in range(3):
+        hub.publish(Published("s", 1, "svc", bytes([number])))
+        assert (await fast.queue.get()).payload == bytes([number])  # type: ignore[union-attr]
+    assert [slow.queue.get_nowait() for _ in range(3)][2] is TOO_SLOW
+    assert (len(hub), hub.dropped) == (1, 1)
+    hub.publish(Published("other", 1, "svc", b"x"))
+    assert fast.queue.empty()
+    await asyncio.sleep(0)
+
+
+def test_sink_rotates_and_rotated_files_are_results_files(tmp_path: Path) -> None:
+    row = {
+        "trace_id": "t",
+        "suite_id": "s",
+        "verdict": "VERDICT_PASS",
+        "score": 1.0,
+        "soft_failures": 0,
+        "results": [],
+        "mean_score": 1.0,
+        "live": {"service": "svc", "completion": "settled", "cut_off": False},
+    }
+    sink = JsonlSink(str(tmp_path / "results.jsonl"), max_bytes=300, keep=2)
+    for number in range(8):
+        sink.write([json.dumps({**row, "trace_id": f"t{number}"}).encode() + b"\n"])
+    sink.close()
+    rotated = sink.rotated_files()
+    assert [p.name for p in rotated] == ["results.3.jsonl", "results.4.jsonl"]
+    compared = diff_files(str(rotated[0]), str(rotated[0]))
+    assert (compared.common, compared.flipped) == (2, 0)
