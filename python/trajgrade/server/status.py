@@ -27,7 +27,6 @@ from trajgrade.errors import (
     ShuttingDownError,
     SuiteNotFoundError,
     UnauthenticatedError,
-    WatcherTooSlowError,
     with_details,
 )
 
