@@ -10,6 +10,7 @@
 //! 0, a null calls list or metadata map is empty.
 use std::collections::HashMap;
 
+use crate::call_meta::{CallMeta, CallMetas};
 use crate::proto::v1::{ToolCall, Trace};
 use crate::trace::Call;
 use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
@@ -338,7 +339,6 @@ impl<'a> ArrowTraces<'a> {
             arguments_json: opt(self.arguments_json, j),
             result: opt(self.result, j),
             error: self.error.is_some_and(|e| e.bool(j)),
-            ..Call::default()
         }
     }
 
@@ -349,16 +349,27 @@ impl<'a> ArrowTraces<'a> {
         let final_answer = text(self.final_answer, row);
         let mut len = len_field_len(id.len()) + len_field_len(final_answer.len());
         let (s, e) = self.call_range(row);
+        let mut call_metas = CallMetas::default();
         let calls: Vec<Call<'a>> = (s..e)
             .map(|j| {
                 let c = self.call(j);
+                let (start, end) =
+                    (self.start.map_or(0, |t| t.u64(j)), self.end.map_or(0, |t| t.u64(j)));
+                call_metas.set(
+                    j - s,
+                    CallMeta {
+                        start_time_unix_nano: start,
+                        end_time_unix_nano: end,
+                        ..CallMeta::default()
+                    },
+                );
                 let call_len = len_field_len(c.name.len())
                     + c.arguments_json.map_or(0, |a| present_field_len(a.len()))
                     + c.result.map_or(0, |r| present_field_len(r.len()))
                     + if c.error { 2 } else { 0 }
                     + len_field_len(text(self.call_id, j).len())
-                    + varint_field_len(self.start.map_or(0, |t| t.u64(j)))
-                    + varint_field_len(self.end.map_or(0, |t| t.u64(j)));
+                    + varint_field_len(start)
+                    + varint_field_len(end);
                 len += present_field_len(call_len);
                 c
             })
@@ -371,7 +382,7 @@ impl<'a> ArrowTraces<'a> {
                 (k, v)
             })
             .collect();
-        (TraceParts { id, calls, final_answer, metadata, ..TraceParts::default() }, len)
+        (TraceParts { id, calls, call_metas, final_answer, metadata, ..TraceParts::default() }, len)
     }
 
     /// Row `row` as a decoded `Trace` (for the exact size check of a trace near the limit).
@@ -468,6 +479,40 @@ mod tests {
         assert_eq!(parts.id, "bc");
         assert_eq!(parts.calls[0].name, "éz");
         assert_eq!(parts.calls[0].result, Some("éz"));
+    }
+
+    #[test]
+    fn reads_call_times_into_the_side_table() {
+        fn fixed(v: &[u8]) -> RawArray<'_> {
+            RawArray { len: 3, values: Some(v), ..RawArray::default() }
+        }
+        let names = offsets32(&[0, 1, 2, 3]);
+        let list = offsets32(&[0, 2, 3]);
+        let times = |v: [u64; 3]| v.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>();
+        let (start, end) = (times([5, 0, 7]), times([9, 0, 0]));
+        let raw = RawTraces {
+            rows: 2,
+            calls: Some(RawArray { len: 2, offsets: Some(&list), ..RawArray::default() }),
+            call_name: Some(string_array(&names, b"abc", 3)),
+            call_start_time_unix_nano: Some(fixed(&start)),
+            call_end_time_unix_nano: Some(fixed(&end)),
+            ..RawTraces::default()
+        };
+        let t = ArrowTraces::new(&raw).unwrap();
+        let timed = |s, e| CallMeta {
+            start_time_unix_nano: s,
+            end_time_unix_nano: e,
+            ..CallMeta::default()
+        };
+        for (row, want) in [(0, vec![timed(5, 9), timed(0, 0)]), (1, vec![timed(7, 0)])] {
+            let (parts, len) = t.parts(row);
+            assert_eq!(parts.call_metas.to_vec(want.len()), want, "row {row}");
+            // The same fields, and the same encoded length, as the decoded `Trace` of the row.
+            let trace = t.trace(row);
+            let metas: Vec<CallMeta<'_>> = trace.calls.iter().map(CallMeta::from_message).collect();
+            assert_eq!(metas, want, "row {row}");
+            assert_eq!(len, prost::Message::encoded_len(&trace), "row {row}");
+        }
     }
 
     #[test]

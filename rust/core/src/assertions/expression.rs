@@ -39,20 +39,23 @@ impl Check for ExpressionCheck {
             .calls()
             .iter()
             .enumerate()
-            .map(|(i, c)| ExprCall {
-                name: c.name,
-                args: match t.args(i) {
-                    Args::Parsed(v) => Some(v),
-                    _ => None,
-                },
-                result: c.result.unwrap_or(""),
-                error: c.error,
-                // The original position, also under a scope (§11).
-                position: t.pos(i),
-                duration_ns: c.duration_ns(),
-                turn: c.turn,
-                agent: c.agent,
-                server: c.server,
+            .map(|(i, c)| {
+                let meta = t.call_meta(i);
+                ExprCall {
+                    name: c.name,
+                    args: match t.args(i) {
+                        Args::Parsed(v) => Some(v),
+                        _ => None,
+                    },
+                    result: c.result.unwrap_or(""),
+                    error: c.error,
+                    // The original position, also under a scope (§11).
+                    position: t.pos(i),
+                    duration_ns: meta.duration_ns(),
+                    turn: meta.turn,
+                    agent: meta.agent,
+                    server: meta.server,
+                }
             })
             .collect();
         let bindings = Bindings {
