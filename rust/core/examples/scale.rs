@@ -136,7 +136,7 @@ fn cases() -> Vec<Case> {
 }
 
 /// SPEC v2 (issue #12's scale curve): 10 to 10,000 calls against a 50-call reference (fewer
-/// when the trace is shorter) and a 50-step ANY_ORDER sequence: `trajectory_score` (maximum
+/// when the trace is shorter) and a 50-step `ANY_ORDER` sequence: `trajectory_score` (maximum
 /// matching; longest common subsequence) and `per_turn` over 5 turns; failing, the last
 /// reference or step names an absent tool.
 fn v2_cases() -> Vec<Case> {

@@ -488,8 +488,8 @@ mod tests {
         }
         let names = offsets32(&[0, 1, 2, 3]);
         let list = offsets32(&[0, 2, 3]);
-        let times = |v: [u64; 3]| v.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>();
-        let (start, end) = (times([5, 0, 7]), times([9, 0, 0]));
+        let le_bytes = |v: [u64; 3]| v.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>();
+        let (start, end) = (le_bytes([5, 0, 7]), le_bytes([9, 0, 0]));
         let raw = RawTraces {
             rows: 2,
             calls: Some(RawArray { len: 2, offsets: Some(&list), ..RawArray::default() }),
