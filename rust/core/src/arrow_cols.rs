@@ -362,6 +362,7 @@ impl<'a> ArrowTraces<'a> {
                         end_time_unix_nano: end,
                         ..CallMeta::default()
                     },
+                    e - s,
                 );
                 let call_len = len_field_len(c.name.len())
                     + c.arguments_json.map_or(0, |a| present_field_len(a.len()))

@@ -53,12 +53,16 @@ pub struct CallMetas<'a>(Vec<CallMeta<'a>>);
 
 impl<'a> CallMetas<'a> {
     /// Records call `i`'s fields (a decoder calls it once per call, `i` increasing; an empty
-    /// `meta` past the table's end stores nothing).
+    /// `meta` past the table's end stores nothing). `calls`: how many calls the trace is
+    /// expected to have, the room made on the first entry stored (so the table grows once).
     #[inline]
-    pub fn set(&mut self, i: usize, meta: CallMeta<'a>) {
+    pub fn set(&mut self, i: usize, meta: CallMeta<'a>, calls: usize) {
         if let Some(slot) = self.0.get_mut(i) {
             *slot = meta;
         } else if !meta.is_empty() {
+            if self.0.capacity() == 0 {
+                self.0.reserve(calls.max(i + 1));
+            }
             self.0.resize_with(i, CallMeta::default);
             self.0.push(meta);
         }
@@ -83,9 +87,11 @@ impl<'a> CallMetas<'a> {
 
 impl<'a> FromIterator<CallMeta<'a>> for CallMetas<'a> {
     fn from_iter<I: IntoIterator<Item = CallMeta<'a>>>(iter: I) -> Self {
+        let iter = iter.into_iter();
+        let calls = iter.size_hint().0;
         let mut out = CallMetas::default();
-        for (i, m) in iter.into_iter().enumerate() {
-            out.set(i, m);
+        for (i, m) in iter.enumerate() {
+            out.set(i, m, calls);
         }
         out
     }
@@ -116,9 +122,10 @@ mod tests {
     #[test]
     fn a_later_set_overwrites() {
         let mut table = CallMetas::default();
-        table.set(2, CallMeta { server: "orders", ..CallMeta::default() });
-        table.set(1, CallMeta { turn: 3, ..CallMeta::default() });
-        table.set(2, CallMeta::default());
+        table.set(2, CallMeta { server: "orders", ..CallMeta::default() }, 3);
+        assert!(table.0.capacity() >= 3);
+        table.set(1, CallMeta { turn: 3, ..CallMeta::default() }, 3);
+        table.set(2, CallMeta::default(), 3);
         assert_eq!(
             table.to_vec(3),
             [CallMeta::default(), CallMeta { turn: 3, ..CallMeta::default() }, CallMeta::default()]

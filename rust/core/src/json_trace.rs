@@ -104,6 +104,7 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
                     start_time_unix_nano: c.start_time_unix_nano,
                     end_time_unix_nano: c.end_time_unix_nano,
                 },
+                raw.calls.len(),
             );
             Some(Call {
                 name: get(c.name)?,

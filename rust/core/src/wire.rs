@@ -163,7 +163,7 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
                 }
                 let (c, meta) = decode_call(call, &mut names)?;
                 if let Some(meta) = meta {
-                    t.call_metas.set(t.calls.len(), meta);
+                    t.call_metas.set(t.calls.len(), meta, t.calls.capacity());
                 }
                 t.calls.push(c);
             }
@@ -211,6 +211,7 @@ fn decode_call<'a>(
 ) -> Option<(Call<'a>, Option<CallMeta<'a>>)> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut c = Call::default();
+    // `None` costs one store per call; a v2 field fills it in place.
     let mut meta: Option<CallMeta<'a>> = None;
     while !r.done() {
         let (tag, wire) = r.key()?;
