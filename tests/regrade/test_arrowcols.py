@@ -227,3 +227,23 @@ def test_v2_columns_are_graded_not_dropped(tmp_path: Path) -> None:
     assert codes == ["TOO_SLOW", "OVER_BUDGET", ""]
     direct = trajgrade.compile_suite(suite).grade(rows[0])
     assert [r["reason"] for r in row["results"]] == [r.reason for r in direct.results]
+
+
+def test_call_times_reach_duration() -> None:
+    """The rows' call times reach `duration` as on the JSON path (they were once dropped, so
+    every Arrow row graded as untimed)."""
+    grader = _core.Grader(threads=1)
+    suite = trajgrade.load_suite({"assertions": [{"duration": {"glob": "*", "max_call_ms": 1500}}]})
+    compiled = grader.compile_suite(suite.SerializeToString())
+    rows = [
+        {"id": "timed", "calls": [
+            {"name": "a", "start_time_unix_nano": 10**9, "end_time_unix_nano": 3 * 10**9},
+            {"name": "b", "start_time_unix_nano": 5, "end_time_unix_nano": 6}]},
+        {"id": "untimed", "calls": [{"name": "a", "start_time_unix_nano": 5}]},
+    ]  # fmt: skip
+    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+    _both(grader, compiled, batch)
+    timed, untimed = (json.loads(r)["results"][0] for r in arrowcols.grade(grader, compiled, batch))
+    assert (timed["reason_code"], timed["positions"]) == ("TOO_SLOW", [1])
+    assert "took 2,000 ms" in timed["reason"]
+    assert untimed["reason_code"] == "TIMING_NOT_RECORDED"

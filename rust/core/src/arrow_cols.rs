@@ -13,6 +13,7 @@
 //! and the `model_calls` and `turns` lists of structs.
 use std::collections::HashMap;
 
+use crate::call_meta::{CallMeta, CallMetas};
 use crate::proto::v1::{ModelCall as ModelCallMsg, ToolCall, Trace, Turn as TurnMsg};
 use crate::trace::{Call, ModelCall, Turn};
 use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
@@ -431,6 +432,12 @@ impl<'a> ArrowTraces<'a> {
             arguments_json: opt(self.arguments_json, j),
             result: opt(self.result, j),
             error: self.error.is_some_and(|e| e.bool(j)),
+        }
+    }
+
+    /// Call `j`'s SPEC v2 fields (kept beside the calls, in the trace's side table).
+    fn call_meta(&self, j: usize) -> CallMeta<'a> {
+        CallMeta {
             turn: u32_of(self.turn, j),
             agent: text(self.agent, j),
             server: text(self.server, j),
@@ -463,19 +470,22 @@ impl<'a> ArrowTraces<'a> {
         let final_answer = text(self.final_answer, row);
         let mut len = len_field_len(id.len()) + len_field_len(final_answer.len());
         let (s, e) = self.call_range(row);
+        let mut call_metas = CallMetas::default();
         let calls: Vec<Call<'a>> = (s..e)
             .map(|j| {
                 let c = self.call(j);
+                let m = self.call_meta(j);
+                call_metas.set(j - s, m, e - s);
                 let call_len = len_field_len(c.name.len())
                     + c.arguments_json.map_or(0, |a| present_field_len(a.len()))
                     + c.result.map_or(0, |r| present_field_len(r.len()))
                     + if c.error { 2 } else { 0 }
                     + len_field_len(text(self.call_id, j).len())
-                    + varint_field_len(c.start_time_unix_nano)
-                    + varint_field_len(c.end_time_unix_nano)
-                    + varint_field_len(u64::from(c.turn))
-                    + len_field_len(c.agent.len())
-                    + len_field_len(c.server.len());
+                    + varint_field_len(m.start_time_unix_nano)
+                    + varint_field_len(m.end_time_unix_nano)
+                    + varint_field_len(u64::from(m.turn))
+                    + len_field_len(m.agent.len())
+                    + len_field_len(m.server.len());
                 len += present_field_len(call_len);
                 c
             })
@@ -514,7 +524,7 @@ impl<'a> ArrowTraces<'a> {
                 (k, v)
             })
             .collect();
-        (TraceParts { id, calls, final_answer, metadata, model_calls, turns }, len)
+        (TraceParts { id, calls, call_metas, final_answer, metadata, model_calls, turns }, len)
     }
 
     /// Row `row` as a decoded `Trace` (for the exact size check of a trace near the limit).
@@ -523,17 +533,18 @@ impl<'a> ArrowTraces<'a> {
         let calls = (s..e)
             .map(|j| {
                 let c = self.call(j);
+                let m = self.call_meta(j);
                 ToolCall {
                     name: c.name.to_owned(),
                     arguments_json: c.arguments_json.map(str::to_owned),
                     result: c.result.map(str::to_owned),
                     error: c.error,
                     id: text(self.call_id, j).to_owned(),
-                    start_time_unix_nano: c.start_time_unix_nano,
-                    end_time_unix_nano: c.end_time_unix_nano,
-                    turn: c.turn,
-                    agent: c.agent.to_owned(),
-                    server: c.server.to_owned(),
+                    start_time_unix_nano: m.start_time_unix_nano,
+                    end_time_unix_nano: m.end_time_unix_nano,
+                    turn: m.turn,
+                    agent: m.agent.to_owned(),
+                    server: m.server.to_owned(),
                 }
             })
             .collect();
@@ -663,6 +674,40 @@ mod tests {
     }
 
     #[test]
+    fn reads_call_times_into_the_side_table() {
+        fn fixed(v: &[u8]) -> RawArray<'_> {
+            RawArray { len: 3, values: Some(v), ..RawArray::default() }
+        }
+        let names = offsets32(&[0, 1, 2, 3]);
+        let list = offsets32(&[0, 2, 3]);
+        let le_bytes = |v: [u64; 3]| v.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>();
+        let (start, end) = (le_bytes([5, 0, 7]), le_bytes([9, 0, 0]));
+        let raw = RawTraces {
+            rows: 2,
+            calls: Some(RawArray { len: 2, offsets: Some(&list), ..RawArray::default() }),
+            call_name: Some(string_array(&names, b"abc", 3)),
+            call_start_time_unix_nano: Some(fixed(&start)),
+            call_end_time_unix_nano: Some(fixed(&end)),
+            ..RawTraces::default()
+        };
+        let t = ArrowTraces::new(&raw).unwrap();
+        let timed = |s, e| CallMeta {
+            start_time_unix_nano: s,
+            end_time_unix_nano: e,
+            ..CallMeta::default()
+        };
+        for (row, want) in [(0, vec![timed(5, 9), timed(0, 0)]), (1, vec![timed(7, 0)])] {
+            let (parts, len) = t.parts(row);
+            assert_eq!(parts.call_metas.to_vec(want.len()), want, "row {row}");
+            // The same fields, and the same encoded length, as the decoded `Trace` of the row.
+            let trace = t.trace(row);
+            let metas: Vec<CallMeta<'_>> = trace.calls.iter().map(CallMeta::from_message).collect();
+            assert_eq!(metas, want, "row {row}");
+            assert_eq!(len, prost::Message::encoded_len(&trace), "row {row}");
+        }
+    }
+
+    #[test]
     fn reads_the_v2_columns() {
         let one_each = offsets32(&[0, 1]);
         let two = offsets32(&[0, 2]);
@@ -699,7 +744,8 @@ mod tests {
         };
         let t = ArrowTraces::new(&raw).unwrap();
         let (parts, len) = t.parts(0);
-        assert_eq!((parts.calls[0].turn, parts.calls[0].agent), (7, "x/y"));
+        let meta = parts.call_metas.get(0);
+        assert_eq!((meta.turn, meta.agent), (7, "x/y"));
         let m = &parts.model_calls;
         assert_eq!((m[0].model, m[0].input_tokens, m[0].cost), ("m", 5, Some(0.25)));
         assert_eq!((m[1].model, m[1].input_tokens, m[1].cost), ("n", u64::MAX, None));

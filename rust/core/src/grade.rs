@@ -22,6 +22,9 @@ pub struct CompiledAssertion {
     pub weight: f64,
     /// Reported, counted in no summary figure (§12).
     pub report_only: bool,
+    /// No scope and no negation (decided when the suite compiles): the kind's result is the
+    /// assertion's, with no scope or negation step in between (the v1 shape).
+    pub plain: bool,
 }
 
 /// The result of one assertion on one trace, before it becomes an `AssertionResult`.
@@ -39,7 +42,18 @@ pub struct Ran {
 
 impl CompiledAssertion {
     /// Runs the kind on the assertion's scope and applies negation.
+    #[inline]
     pub fn evaluate(&self, t: &TraceView<'_>) -> Ran {
+        if self.plain {
+            return Ran::plain(self.kind.check(t));
+        }
+        self.scoped(t)
+    }
+
+    /// [`evaluate`](Self::evaluate) with a scope or negation (kept out of line: most
+    /// assertions have neither).
+    #[inline(never)]
+    fn scoped(&self, t: &TraceView<'_>) -> Ran {
         match &self.scope {
             None => self.negated(self.kind.check(t)),
             Some(scope) if scope.per_turn() => self.per_turn(scope, t),
@@ -63,10 +77,12 @@ impl CompiledAssertion {
 
     /// Applies negation to the kind's result.
     fn negated(&self, base: Outcome) -> Ran {
+        if !self.negate {
+            return Ran::plain(base);
+        }
+        let expression_error = base.reason == Some(Reason::ExpressionError);
         let base_score = base.score();
-        let (pass, reason, message) = if !self.negate {
-            (base.pass, base.reason, base.message)
-        } else if base.reason == Some(Reason::ExpressionError) {
+        let (pass, reason, message) = if expression_error {
             // An expression that cannot be evaluated is a failure either way (§9.24).
             (false, base.reason, base.message)
         } else if base.pass {
@@ -92,13 +108,7 @@ impl CompiledAssertion {
             reason: if pass { String::new() } else { message },
             positions: base.positions,
             // A negated score is its complement (§13); an expression error scores 0 either way.
-            score: if base.reason == Some(Reason::ExpressionError) {
-                0.0
-            } else if self.negate {
-                crate::score::round4(1.0 - base_score)
-            } else {
-                base_score
-            },
+            score: if expression_error { 0.0 } else { crate::score::round4(1.0 - base_score) },
         }
     }
 
@@ -113,6 +123,23 @@ impl CompiledAssertion {
             reason: ran.reason,
             positions: ran.positions,
             score: ran.score,
+        }
+    }
+}
+
+impl Ran {
+    /// The result of an assertion with no negation: the kind's outcome as it is (an
+    /// expression error scores 0, §9.24).
+    #[inline]
+    fn plain(base: Outcome) -> Ran {
+        let score = if base.reason == Some(Reason::ExpressionError) { 0.0 } else { base.score() };
+        let pass = base.pass;
+        Ran {
+            pass,
+            reason_code: if pass { "" } else { base.reason.map_or("", Reason::code) },
+            reason: if pass { String::new() } else { base.message },
+            positions: base.positions,
+            score,
         }
     }
 }
@@ -218,11 +245,14 @@ fn run_all<T>(
 ) -> Result<Vec<T>, Stop> {
     let mut out = Vec::with_capacity(assertions.len());
     for a in assertions {
-        let r = if view.work().spend(assertion_units(view)) { Some(run(a)) } else { None };
+        // A `spend` that says no has set `stopped`. Pushing before the check is the same as
+        // after it (`Err` drops every result) and writes each result into place once.
+        if view.work().spend(assertion_units(view)) {
+            out.push(run(a));
+        }
         if let Some(stop) = view.work().stopped() {
             return Err(stop);
         }
-        out.extend(r);
     }
     Ok(out)
 }

@@ -12,6 +12,7 @@
 //!
 //! Strings without escapes are borrowed from the line; strings with escapes are unescaped into
 //! one buffer per line, and the parts borrow from it once the scan is done.
+use crate::call_meta::{CallMeta, CallMetas};
 use crate::trace::{Call, ModelCall, Turn};
 use crate::wire::{len_field_len, present_field_len, varint_field_len, TraceParts};
 
@@ -88,10 +89,23 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
     let buf: &'a Vec<u8> = buf;
     let owned = std::str::from_utf8(buf).ok()?;
     let get = |s: Span| if s.owned { owned.get(s.start..s.end) } else { text.get(s.start..s.end) };
+    let mut call_metas = CallMetas::default();
     let calls = raw
         .calls
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
+            call_metas.set(
+                i,
+                CallMeta {
+                    turn: c.turn,
+                    agent: get(c.agent)?,
+                    server: get(c.server)?,
+                    start_time_unix_nano: c.start_time_unix_nano,
+                    end_time_unix_nano: c.end_time_unix_nano,
+                },
+                raw.calls.len(),
+            );
             Some(Call {
                 name: get(c.name)?,
                 arguments_json: match c.arguments_json {
@@ -103,11 +117,6 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
                     None => None,
                 },
                 error: c.error,
-                turn: c.turn,
-                agent: get(c.agent)?,
-                server: get(c.server)?,
-                start_time_unix_nano: c.start_time_unix_nano,
-                end_time_unix_nano: c.end_time_unix_nano,
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -138,6 +147,7 @@ pub fn decode<'a>(line: &'a [u8], buf: &'a mut Vec<u8>) -> Option<JsonParts<'a>>
         parts: TraceParts {
             id: get(raw.id)?,
             calls,
+            call_metas,
             final_answer: get(raw.final_answer)?,
             metadata,
             model_calls,

@@ -18,6 +18,7 @@ pub mod args;
 pub mod arrow_cols;
 pub mod assertions;
 pub mod batch;
+pub mod call_meta;
 pub mod error;
 pub mod glob;
 pub mod grade;

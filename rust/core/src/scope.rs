@@ -3,6 +3,7 @@
 //! (`grade.rs`); the kinds only ever see a `TraceView`.
 use std::borrow::Cow;
 
+use crate::call_meta::CallMeta;
 use crate::glob::Glob;
 use crate::proto::v1::Scope as ScopeMsg;
 use crate::suite::Compiler;
@@ -64,8 +65,8 @@ impl Scope {
         self.per_turn
     }
 
-    /// Whether `c` passes the agent and server filters (not the turn).
-    fn keeps(&self, c: &Call<'_>) -> bool {
+    /// Whether a call with fields `c` passes the agent and server filters (not the turn).
+    fn keeps(&self, c: &CallMeta<'_>) -> bool {
         self.agent.as_ref().is_none_or(|g| g.is_match(c.agent))
             && self.server.as_ref().is_none_or(|g| g.is_match(c.server))
     }
@@ -81,7 +82,8 @@ impl Scope {
         let mut calls = Vec::new();
         let mut origin = Vec::new();
         for (i, c) in t.calls().iter().enumerate() {
-            if in_turn(c.turn) && self.keeps(c) {
+            let meta = t.call_meta(i);
+            if in_turn(meta.turn) && self.keeps(&meta) {
                 calls.push(*c);
                 origin.push(t.trace_index(i));
             }
@@ -111,10 +113,8 @@ impl Scope {
         t: &'s TraceView<'a>,
         reference_turns: &'s [u32],
     ) -> TurnViews<'s, 'a> {
-        let last = t
-            .calls()
-            .iter()
-            .map(|c| turn_of(c.turn))
+        let last = (0..t.len())
+            .map(|i| turn_of(t.call_meta(i).turn))
             .chain(t.model_calls().iter().map(|m| turn_of(m.turn)))
             .chain(std::iter::once(u32::try_from(t.turns().len()).unwrap_or(u32::MAX)))
             .max()
@@ -123,8 +123,9 @@ impl Scope {
         // The scoped calls grouped by turn, in call order within each (a stable sort, linear
         // on the usual nondecreasing turns).
         let mut kept: Vec<(u32, usize)> = (0..t.len())
-            .filter(|&i| self.keeps(&t.calls()[i]))
-            .map(|i| (turn_of(t.calls()[i].turn), i))
+            .map(|i| (i, t.call_meta(i)))
+            .filter(|(_, meta)| self.keeps(meta))
+            .map(|(i, meta)| (turn_of(meta.turn), i))
             .collect();
         kept.sort_by_key(|&(turn, _)| turn);
         t.work().spend(t.model_calls().len() as u64);

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::cell::OnceCell;
 
+use crate::call_meta::{CallMeta, CallMetas};
 use crate::error::CoreError;
 use crate::json::{self, ParseError, Value};
 use crate::limits::Limits;
@@ -28,21 +29,15 @@ struct CallCache {
     text_start: OnceCell<Option<usize>>,
 }
 
-/// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes.
+/// One tool call as grading sees it, borrowed from a decoded `Trace` or from its bytes. The
+/// SPEC v2 per-call fields (turn, agent, server, times) live in a side table
+/// ([`TraceView::call_meta`]): most traces have none, and the v1 kinds never read them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Call<'a> {
     pub name: &'a str,
     pub arguments_json: Option<&'a str>,
     pub result: Option<&'a str>,
     pub error: bool,
-    /// 1-based user turn; 0 = not recorded, read as 1 (§10).
-    pub turn: u32,
-    /// Agent path (`triage/billing`); `""` = the root agent (§10).
-    pub agent: &'a str,
-    /// MCP server or toolset; `""` = unknown (§10).
-    pub server: &'a str,
-    pub start_time_unix_nano: u64,
-    pub end_time_unix_nano: u64,
 }
 
 /// One LLM call of the run (§10 `ModelCall`), borrowed.
@@ -76,6 +71,8 @@ pub struct Turn<'a> {
 pub struct TraceView<'a> {
     id: &'a str,
     calls: Cow<'a, [Call<'a>]>,
+    /// The calls' v2 fields by trace index (a scope shares the whole trace's).
+    call_metas: Cow<'a, CallMetas<'a>>,
     final_answer: &'a str,
     /// Map entries; a later duplicate key wins.
     metadata: Cow<'a, [(&'a str, &'a str)]>,
@@ -109,6 +106,7 @@ impl<'a> TraceView<'a> {
             TraceParts {
                 id: &trace.id,
                 calls: trace.calls.iter().map(Call::from_message).collect(),
+                call_metas: trace.calls.iter().map(CallMeta::from_message).collect(),
                 final_answer: &trace.final_answer,
                 metadata: trace.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
                 model_calls: trace.model_calls.iter().map(ModelCall::from_message).collect(),
@@ -129,6 +127,7 @@ impl<'a> TraceView<'a> {
         TraceView {
             id: parts.id,
             calls: Cow::Owned(parts.calls),
+            call_metas: Cow::Owned(parts.call_metas),
             final_answer: parts.final_answer,
             metadata: Cow::Owned(parts.metadata),
             model_calls: Cow::Owned(parts.model_calls),
@@ -145,6 +144,7 @@ impl<'a> TraceView<'a> {
         TraceView {
             id: self.id,
             calls: parts.calls,
+            call_metas: Cow::Borrowed(&self.call_metas),
             final_answer: parts.final_answer,
             metadata: Cow::Borrowed(&self.metadata),
             model_calls: parts.model_calls,
@@ -250,6 +250,12 @@ impl<'a> TraceView<'a> {
         &self.calls
     }
 
+    /// The SPEC v2 fields (turn, agent, server, times) of this view's call `i` (0-based).
+    #[inline]
+    pub fn call_meta(&self, i: usize) -> CallMeta<'a> {
+        self.call_metas.get(self.trace_index(i) as usize)
+    }
+
     /// The run's LLM calls, in order (§10).
     pub fn model_calls(&self) -> &[ModelCall<'a>] {
         &self.model_calls
@@ -325,21 +331,7 @@ impl<'a> Call<'a> {
             arguments_json: c.arguments_json.as_deref(),
             result: c.result.as_deref(),
             error: c.error,
-            turn: c.turn,
-            agent: &c.agent,
-            server: &c.server,
-            start_time_unix_nano: c.start_time_unix_nano,
-            end_time_unix_nano: c.end_time_unix_nano,
         }
-    }
-}
-
-impl Call<'_> {
-    /// The call's duration in nanoseconds (§10): `end - start` when both times are non-zero
-    /// and `end >= start`; `None` = timing not recorded.
-    pub fn duration_ns(&self) -> Option<u64> {
-        let (start, end) = (self.start_time_unix_nano, self.end_time_unix_nano);
-        (start != 0 && end != 0).then(|| end.checked_sub(start)).flatten()
     }
 }
 

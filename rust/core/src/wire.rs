@@ -4,6 +4,7 @@
 //! field wins, `calls` append, unknown fields skipped, strings must be UTF-8). Anything it does
 //! not handle (groups, malformed input) returns `None` and the caller decodes with prost, so
 //! errors and edge cases keep prost's exact behaviour and messages.
+use crate::call_meta::{CallMeta, CallMetas};
 use crate::trace::{Call, ModelCall, Turn};
 
 /// The fields of a `Trace` that grading reads, borrowed from the encoded bytes.
@@ -11,6 +12,8 @@ use crate::trace::{Call, ModelCall, Turn};
 pub struct TraceParts<'a> {
     pub id: &'a str,
     pub calls: Vec<Call<'a>>,
+    /// The calls' SPEC v2 fields, by index in `calls` (empty when none records any).
+    pub call_metas: CallMetas<'a>,
     pub final_answer: &'a str,
     /// Map entries in wire order; a later duplicate key wins.
     pub metadata: Vec<(&'a str, &'a str)>,
@@ -158,7 +161,11 @@ pub fn decode_trace(bytes: &[u8]) -> Option<TraceParts<'_>> {
                     // Room for the rest of the trace in calls of this size (+ 3 framing bytes).
                     t.calls.reserve(((bytes.len() - r.i) / (call.len() + 3)).min(1024) + 1);
                 }
-                t.calls.push(decode_call(call, &mut names)?);
+                let (c, meta) = decode_call(call, &mut names)?;
+                if let Some(meta) = meta {
+                    t.call_metas.set(t.calls.len(), meta, t.calls.capacity());
+                }
+                t.calls.push(c);
             }
             3 => t.final_answer = r.string(wire)?,
             4 => t.metadata.push(decode_entry(r.message(wire)?)?),
@@ -197,9 +204,15 @@ impl<'a> Names<'a> {
     }
 }
 
-fn decode_call<'a>(bytes: &'a [u8], names: &mut Names<'a>) -> Option<Call<'a>> {
+/// A call and its SPEC v2 fields (`None` when it has none: the v1 shape, the hot path).
+fn decode_call<'a>(
+    bytes: &'a [u8],
+    names: &mut Names<'a>,
+) -> Option<(Call<'a>, Option<CallMeta<'a>>)> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut c = Call::default();
+    // `None` costs one store per call; a v2 field fills it in place.
+    let mut meta: Option<CallMeta<'a>> = None;
     while !r.done() {
         let (tag, wire) = r.key()?;
         match tag {
@@ -210,16 +223,16 @@ fn decode_call<'a>(bytes: &'a [u8], names: &mut Names<'a>) -> Option<Call<'a>> {
             5 => {
                 r.string(wire)?;
             }
-            6 => c.start_time_unix_nano = r.uint(wire)?,
-            7 => c.end_time_unix_nano = r.uint(wire)?,
+            6 => meta.get_or_insert_default().start_time_unix_nano = r.uint(wire)?,
+            7 => meta.get_or_insert_default().end_time_unix_nano = r.uint(wire)?,
             // prost reads a uint32 from a varint by truncation, as every protobuf runtime does.
-            8 => c.turn = r.uint(wire)? as u32,
-            9 => c.agent = r.string(wire)?,
-            10 => c.server = r.string(wire)?,
+            8 => meta.get_or_insert_default().turn = r.uint(wire)? as u32,
+            9 => meta.get_or_insert_default().agent = r.string(wire)?,
+            10 => meta.get_or_insert_default().server = r.string(wire)?,
             _ => r.skip(wire)?,
         }
     }
-    Some(c)
+    Some((c, meta))
 }
 
 fn decode_model_call(bytes: &[u8]) -> Option<ModelCall<'_>> {
@@ -453,6 +466,7 @@ mod tests {
     use prost::Message;
 
     use super::{decode_trace, varint_len};
+    use crate::call_meta::CallMeta;
     use crate::proto::v1::{ModelCall, ToolCall, Trace, Turn};
 
     #[test]
@@ -524,13 +538,15 @@ mod tests {
         let p = decode_trace(&bytes).expect("decodes");
         let view = crate::trace::TraceView::new(&t, &crate::limits::Limits::default());
         assert_eq!(p.calls.as_slice(), view.calls());
+        assert_eq!(p.call_metas.to_vec(1), [view.call_meta(0)]);
+        assert_eq!(p.call_metas.get(0).server, "payments-mcp");
         assert_eq!(p.model_calls.as_slice(), view.model_calls());
         assert_eq!(p.model_calls[0].cost.map(f64::to_bits), Some((-0.0f64).to_bits()));
         assert_eq!(p.turns.as_slice(), view.turns());
         // A turn above u32 truncates as in prost; a cost with another wire type goes to prost.
         let wide = b"\x12\x06\x40\x80\x80\x80\x80\x10";
         let q = Trace::decode(&wide[..]).expect("prost decodes");
-        assert_eq!(decode_trace(wide).expect("decodes").calls[0].turn, q.calls[0].turn);
+        assert_eq!(decode_trace(wide).expect("decodes").call_metas.get(0).turn, q.calls[0].turn);
         let bad_cost = b"\x2a\x02\x20\x01";
         assert!(decode_trace(bad_cost).is_none() && Trace::decode(&bad_cost[..]).is_err());
         let short_cost = b"\x2a\x05\x21\x00\x00\x00\x00";
@@ -566,6 +582,12 @@ mod tests {
             (p.calls[0].name, p.calls[0].arguments_json, p.calls[0].result, p.calls[0].error),
             ("a", Some(""), None, true)
         );
+        let timed = CallMeta {
+            start_time_unix_nano: 5,
+            end_time_unix_nano: u64::MAX,
+            ..CallMeta::default()
+        };
+        assert_eq!(p.call_metas.to_vec(2), [timed, CallMeta::default()]);
         // Whatever prost rejects, the borrowed decoder rejects too (then prost reports it).
         for bad in [&b"\x0a"[..], b"\x0a\x01\xff", b"\x12\x02\x0a\x05", b"\x00", b"\x08\x01"] {
             assert!(Trace::decode(bad).is_err() && decode_trace(bad).is_none(), "{bad:?}");

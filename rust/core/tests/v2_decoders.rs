@@ -61,7 +61,8 @@ pub fn every_v2_field() -> Trace {
 /// The v2 fields of a view, with costs as bits (so -0.0 and 0.0 differ).
 fn fields(v: &TraceView<'_>) -> String {
     let costs: Vec<_> = v.model_calls().iter().map(|m| m.cost.map(f64::to_bits)).collect();
-    format!("{:?}\n{:?}\n{:?}\n{costs:?}", v.calls(), v.model_calls(), v.turns())
+    let metas: Vec<_> = (0..v.len()).map(|i| v.call_meta(i)).collect();
+    format!("{:?}\n{metas:?}\n{:?}\n{:?}\n{costs:?}", v.calls(), v.model_calls(), v.turns())
 }
 
 #[test]

@@ -696,6 +696,9 @@ pub fn json_trace(data: &[u8]) {
         assert_eq!((p.id, p.final_answer), (t.id.as_str(), t.final_answer.as_str()));
         let calls: Vec<_> = t.calls.iter().map(trajgrade_core::trace::Call::from_message).collect();
         assert_eq!(p.calls, calls);
+        let metas: Vec<_> =
+            t.calls.iter().map(trajgrade_core::call_meta::CallMeta::from_message).collect();
+        assert_eq!(p.call_metas.to_vec(calls.len()), metas);
         let model_calls: Vec<_> =
             t.model_calls.iter().map(trajgrade_core::trace::ModelCall::from_message).collect();
         assert_eq!(p.model_calls, model_calls);

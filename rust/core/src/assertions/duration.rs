@@ -1,5 +1,5 @@
 //! `duration`: every considered call takes at most `max_call_ms` and together at most
-//! `max_total_ms` (SPEC §12). A call's duration is §10's (`Call::duration_ns`).
+//! `max_total_ms` (SPEC §12). A call's duration is §10's (`CallMeta::duration_ns`).
 use super::{list_positions, Check, Outcome};
 use crate::error::Reason;
 use crate::glob::Glob;
@@ -63,7 +63,7 @@ impl Check for Duration {
             .iter()
             .enumerate()
             .filter(|(_, c)| self.matcher.as_ref().is_none_or(|g| g.is_match(c.name)))
-            .map(|(i, c)| (i, c.duration_ns()))
+            .map(|(i, _)| (i, t.call_meta(i).duration_ns()))
             .collect();
         let untimed: Vec<u32> =
             considered.iter().filter(|(_, d)| d.is_none()).map(|&(i, _)| t.pos(i)).collect();

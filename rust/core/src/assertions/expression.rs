@@ -40,6 +40,7 @@ impl Check for ExpressionCheck {
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let meta = t.call_meta(i);
                 // Arguments a matcher already parsed are reused; others are parsed only if
                 // the expression reads them.
                 let (args, args_text) = match t.parsed_args(i) {
@@ -55,10 +56,10 @@ impl Check for ExpressionCheck {
                     error: c.error,
                     // The original position, also under a scope (§11).
                     position: t.pos(i),
-                    duration_ns: c.duration_ns(),
-                    turn: c.turn,
-                    agent: c.agent,
-                    server: c.server,
+                    duration_ns: meta.duration_ns(),
+                    turn: meta.turn,
+                    agent: meta.agent,
+                    server: meta.server,
                 }
             })
             .collect();

@@ -265,6 +265,7 @@ pub fn compile(a: &Assertion, path: &str, c: &mut Compiler<'_>) -> Option<Compil
         name,
         severity,
         negate: a.negate,
+        plain: scope.is_none() && !a.negate,
         kind,
         scope,
         weight,

@@ -84,6 +84,10 @@ impl CallLefts for Side<'_> {
     fn is_edge(&self, class: usize, t: &TraceView<'_>, r: usize) -> bool {
         self.class_ref(class).matches(t, r)
     }
+    /// A reference call that compares no arguments matches exactly the calls of its name.
+    fn by_name_alone(&self) -> bool {
+        !self.part.compares_args
+    }
 }
 
 impl ScoreCheck {
