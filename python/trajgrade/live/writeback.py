@@ -169,7 +169,12 @@ class LogWriter:
                 await self._wake.wait()
                 continue
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
-            await self._send(batch)
+            try:
+                await self._send(batch)
+            except asyncio.CancelledError:
+                # close() gave up waiting (e.g. mid-backoff): the batch in hand is lost too.
+                self.metrics.writeback.labels("dropped_shutdown").inc(len(batch))
+                raise
 
     async def _send(self, batch: list[LogRecord]) -> None:
         request = ExportLogsServiceRequest(
