@@ -89,6 +89,10 @@ serve: install
 bench: install-prod
 	$(PY) bench/bench_core.py
 
+.PHONY: bench-live ## release build, then live grading: spans/s vs a decode-only floor, latency, RSS
+bench-live: install-prod
+	$(PY) bench/bench_live.py $(BENCH_LIVE_ARGS)
+
 .PHONY: bench-scale ## release build, then time and peak RSS of every matching kind from 10 to 10,000 calls
 bench-scale:
 	cd rust && $(CARGO) run -q --release --example scale -p trajgrade-core

@@ -35,6 +35,7 @@ from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, Incom
 from trajgrade.live.routes import RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink
 from trajgrade.live.watch import Published, WatchHub
+from trajgrade.live.writeback import LogWriter, now_ns, records
 from trajgrade.regrade.output import jsonl_line, outcome_row
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings
@@ -56,6 +57,9 @@ class LiveResult:
     cut_off: bool
     completion: str
     outcome: result_pb2.TraceOutcome
+    # The run's root span (hex ids), which write-back records point at.
+    root_trace_id: str = ""
+    root_span_id: str = ""
 
     def sink_line(self) -> bytes:
         """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans)
@@ -78,6 +82,17 @@ class LiveResult:
         else:
             message.result.CopyFrom(self.outcome.result)
         return message.SerializeToString()
+
+
+def root_span(run: Run) -> tuple[str, str]:
+    """(trace id, span id) of the run's root: the first trace's parentless span (with
+    --live-group-by, the run's first trace), else its earliest span (a run cut off early)."""
+    if not run.spans:
+        return "", ""
+    first = run.trace_ids[0] if run.trace_ids else run.spans[0].trace_id
+    roots = [s for s in run.spans if s.trace_id == first and s.parent == ""]
+    span = min(roots or run.spans, key=lambda s: (s.start, s.order))
+    return span.trace_id, span.span_id
 
 
 def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
@@ -119,6 +134,11 @@ class LiveGrader:
                 keep=settings.results_jsonl_keep,
             )
         )
+        self.writer = (
+            None
+            if settings.otlp_export_endpoint is None
+            else LogWriter(settings.otlp_export_endpoint, metrics)
+        )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
@@ -138,6 +158,8 @@ class LiveGrader:
         self.metrics.routes_reloads.labels("ok").inc()
         log.info("live grading: %d routes from %s", len(routes.routes), self.routes.path)
         loop = asyncio.get_running_loop()
+        if self.writer is not None:
+            self.writer.start()
         self._tasks = [
             loop.create_task(self._timer(), name="trajgrade-live-timer"),
             loop.create_task(self._worker(), name="trajgrade-live-worker"),
@@ -166,6 +188,8 @@ class LiveGrader:
         if self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
         self._update_gauges()
+        if self.writer is not None:
+            await self.writer.close()
         self.hub.close()
         self.metrics.watchers.set(0)
         # Idle by now (the worker has returned, the writes are done): never block the loop.
@@ -281,6 +305,7 @@ class LiveGrader:
             self._drop(run, "unmapped")
             return []
         payload = trace.SerializeToString()
+        root_trace, root_id = root_span(run)
         out = []
         for ref in suites:
             suite = self._suite(ref)
@@ -289,7 +314,14 @@ class LiveGrader:
             outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
             out.append(
                 LiveResult(
-                    run.key, suite.suite_id, run.service, run.cut_off, run.completion, outcome
+                    run.key,
+                    suite.suite_id,
+                    run.service,
+                    run.cut_off,
+                    run.completion,
+                    outcome,
+                    root_trace,
+                    root_id,
                 )
             )
         self.metrics.spans.labels("graded" if out else "unrouted").inc(len(run.spans))
@@ -324,6 +356,18 @@ class LiveGrader:
         if self.hub.dropped:
             self.metrics.watchers_cut.inc(self.hub.dropped)
             self.hub.dropped = 0
+        if self.writer is not None:
+            stamp = now_ns()
+            for result in results:
+                self.writer.add(
+                    records(
+                        result.outcome,
+                        result.suite_id,
+                        result.root_trace_id,
+                        result.root_span_id,
+                        stamp,
+                    )
+                )
         if self.sink is not None and results:
             lines = [result.sink_line() for result in results]
             future = asyncio.wrap_future(self._writing.submit(self._write, lines))

@@ -119,6 +119,20 @@ class LiveMetrics:
             "Batches the JSONL results sink failed to write (rows lost from the file).",
             registry=registry,
         )
+        self.writeback = Counter(
+            "trajgrade_live_writeback_records",
+            "gen_ai.evaluation.result log records of --otlp-export-endpoint by outcome: sent, "
+            "rejected (by the endpoint), failed (retries exhausted or not retryable), "
+            "dropped_queue_full, dropped_shutdown.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.writeback_errors = Counter(
+            "trajgrade_live_writeback_errors",
+            "Failed write-back export attempts by gRPC status code (retried or not).",
+            ["code"],
+            registry=registry,
+        )
         self.routes_reloads = Counter(
             "trajgrade_live_routes_reloads",
             "Routes file loads by result (ok, error: the previous routes stay).",

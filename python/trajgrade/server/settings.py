@@ -219,6 +219,12 @@ class Settings:
         256 * MIB, "rotate the results file once it holds this many bytes", int
     )
     results_jsonl_keep: int = _setting(10, "rotated results files kept (oldest deleted)", int)
+    otlp_export_endpoint: str | None = _setting(
+        None,
+        "send every live result to this OTLP/gRPC logs endpoint (host:port) as "
+        "gen_ai.evaluation.result log records, one per assertion",
+        _opt_str,
+    )
     live_group_by: str | None = _setting(
         None,
         "assemble runs by this span or resource attribute (e.g. session.id) instead of the "

@@ -1,0 +1,35 @@
+"""bench/bench_live.py runs end to end with tiny durations and prints its table (a smoke run:
+no timing is asserted; the figures are in docs/performance.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_live.py"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_bench_live_smoke_run_prints_the_table() -> None:
+    command = [
+        sys.executable, str(BENCH), "--repeats", "1", "--senders", "1", "--traces", "20",
+        "--latency-s", "0.5", "--rate", "50", "--rss-rate", "20",
+        "--rss-short-s", "0.5", "--rss-long-s", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for row in (
+        "floor: decode and discard",
+        "trajgrade serve: ingest, assemble, grade",
+        "root end -> WatchResults, minus settle",
+        "peak RSS after 0.5 s",
+        "peak RSS after 1 s",
+    ):
+        assert row in out, out
+    assert "targets: throughput >= 70% of floor:" in out
+    assert "load average" in out
