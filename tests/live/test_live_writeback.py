@@ -77,7 +77,11 @@ async def test_one_record_per_assertion_on_the_root_span(
     expected = sum(len(r.result.results) for r in results)
     await eventually(lambda: len(sink.records) >= expected, what="write-back records")
     assert len(sink.records) == expected
-    assert live.metric("trajgrade_live_writeback_records_total", outcome="sent") == expected
+    # The sink holds the records before the exporter sees the reply that counts them.
+    await eventually(
+        lambda: live.metric("trajgrade_live_writeback_records_total", outcome="sent") == expected,
+        what="the sent count",
+    )
 
     roots = {
         trace_id: next(i.span.span_id for i in items if not i.span.parent_span_id)
@@ -121,7 +125,12 @@ async def test_unavailable_endpoint_is_retried_and_counted(
         await eventually(lambda: len(sink.records) >= expected, what="the retried batch")
         assert sink.calls == 3
         assert live.metric("trajgrade_live_writeback_errors_total", code="UNAVAILABLE") == 2
-        assert live.metric("trajgrade_live_writeback_records_total", outcome="sent") == expected
+        await eventually(
+            lambda: (
+                live.metric("trajgrade_live_writeback_records_total", outcome="sent") == expected
+            ),
+            what="the sent count",
+        )
     finally:
         await server.stop(0)
 
