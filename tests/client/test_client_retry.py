@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 import trajgrade
+from google.rpc import code_pb2, status_pb2
 from trajgrade.client import (
     NO_RETRY,
     AsyncClient,
@@ -198,6 +199,13 @@ def test_lost_status_is_only_grpc_aio_s_made_up_internal() -> None:
     # Our server's INTERNAL (a bug it reports) carries its status details: never retried.
     ours = (("grpc-status-details-bin", b"..."),)
     assert not lost_status(Fake(grpc.StatusCode.INTERNAL, "Internal error from Core", ours))
+    # A drain's status that reached the trailers but lost to the made-up INTERNAL: retried.
+    draining = status_pb2.Status(code=code_pb2.UNAVAILABLE, message="shutting down")
+    trailers = (("grpc-status-details-bin", draining.SerializeToString()),)
+    assert lost_status(Fake(grpc.StatusCode.INTERNAL, "Internal error from Core", trailers))
+    bug = status_pb2.Status(code=code_pb2.INTERNAL, message="internal error")
+    trailers = (("grpc-status-details-bin", bug.SerializeToString()),)
+    assert not lost_status(Fake(grpc.StatusCode.INTERNAL, "Internal error from Core", trailers))
     assert not lost_status(Fake(grpc.StatusCode.INTERNAL, "internal error; the server log"))
     assert not lost_status(Fake(grpc.StatusCode.UNAVAILABLE, "Internal error from Core"))
 

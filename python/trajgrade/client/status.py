@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from trajgrade.errors import (
     CallCancelledError,
@@ -132,9 +133,20 @@ def lost_status(rpc_error: grpc.RpcError) -> bool:
     if rpc_error.code() != grpc.StatusCode.INTERNAL:
         return False
     details = rpc_error.details() or ""
+    if not details.startswith("Internal error from Core"):
+        return False
     trailing = rpc_error.trailing_metadata() or ()
-    has_status = any(key == "grpc-status-details-bin" for key, _ in trailing)
-    return details.startswith("Internal error from Core") and not has_status
+    packed = [v for k, v in trailing if k == "grpc-status-details-bin" and isinstance(v, bytes)]
+    if not packed:
+        return True
+    # The server's own status can arrive in the trailers and still be replaced by the made-up
+    # INTERNAL (a drain's SHUTTING_DOWN while the client writes): lost unless that status is
+    # itself an INTERNAL (a bug the server reports: never retried) or unreadable.
+    try:
+        code = status_pb2.Status.FromString(packed[-1]).code
+    except DecodeError:
+        return False
+    return code not in (code_pb2.OK, code_pb2.INTERNAL)
 
 
 # RESOURCE_EXHAUSTED reasons that mean "no capacity now" (a message over the size limit,
