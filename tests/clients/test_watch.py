@@ -39,6 +39,7 @@ from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc, result_pb2
 from .clients_support import (
     BUILD_TIMEOUT_S,
     CLIENT_SPECS,
+    Server,
     free_port,
     parse_output,
     require,
@@ -315,3 +316,34 @@ def test_client_watch_without_token_is_unauthenticated(
     assert proc.returncode == 1, (out, err)
     assert out == ""
     assert re.search("unauthenticated", err, re.IGNORECASE), err
+
+
+@pytest.mark.parametrize("client", sorted(CLIENT_SPECS))
+def test_client_watch_errors_carry_the_status(
+    client: str, builds: dict[str, Future[None]], server: Server, live_server: LiveServer
+) -> None:
+    """A server without live grading answers FAILED_PRECONDITION (LIVE_GRADING_OFF); a watch
+    whose deadline passes with nothing to report ends, as an error, when it was told to."""
+    spec = CLIENT_SPECS[client]
+    for tool in spec.tools:
+        require(tool, f"the {client} client watch test")
+    builds[client].result(timeout=BUILD_TIMEOUT_S)
+    proc = start_client(client, ["--addr", server.address, "--count", "1"])
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out) == (1, ""), err
+    assert re.search("failed.?precondition", err, re.IGNORECASE), err
+    assert "live grading is off" in err, err
+
+    started = time.monotonic()
+    proc = start_client(
+        client,
+        [
+            *("--addr", live_server.address, "--count", "1", "--token", TOKEN),
+            *("--service", "no-such-service", "--timeout-s", "1"),
+        ],
+    )
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out) == (1, ""), err
+    # gRPC's DEADLINE_EXCEEDED (Go, Node, Java) or the caller's tokio timeout (Rust).
+    assert re.search("deadline.?exceeded|timed out", err, re.IGNORECASE), err
+    assert time.monotonic() - started < 60
