@@ -8,7 +8,8 @@ must print exactly the matching results, in the order the server graded them, an
 printed result must be the sink's row for it byte for byte (trace id, suite, verdict, score,
 every assertion result, service, completion, cut-off) and equal, message for message, what a
 Python watcher with the same filter received. Without the token every client's watch fails
-with UNAUTHENTICATED.
+with UNAUTHENTICATED; on a server without live grading with FAILED_PRECONDITION; and a watch
+whose deadline passes ends with an error.
 """
 
 from __future__ import annotations
@@ -136,7 +137,10 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer
     with server.log.open("wb") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_serving(server.address, proc)  # health needs no token
+        try:
+            wait_serving(server.address, proc)  # health needs no token
+        except AssertionError as exc:
+            pytest.fail(f"{exc}\n--- server log ---\n{server.log.read_text(errors='replace')}")
         yield server
     finally:
         proc.terminate()
@@ -185,14 +189,18 @@ class PythonWatcher:
             request, metadata=(("authorization", f"Bearer {TOKEN}"),), timeout=WATCH_TIMEOUT_S
         )
         self.items: list[grader_service_pb2.WatchResultsResponse] = []
+        self.error: grpc.RpcError | None = None
         self.thread = threading.Thread(target=self._read, args=(count,), daemon=True)
         self.thread.start()
 
     def _read(self, count: int) -> None:
-        for response in self.call:
-            self.items.append(response)
-            if len(self.items) == count:
-                break
+        try:
+            for response in self.call:
+                self.items.append(response)
+                if len(self.items) == count:
+                    break
+        except grpc.RpcError as exc:  # shown by the comparison's message
+            self.error = exc
 
     def result(self) -> list[grader_service_pb2.WatchResultsResponse]:
         self.thread.join(WATCH_TIMEOUT_S)
@@ -300,7 +308,7 @@ def test_client_watches_live_results(
         assert [sink_line(response) for response in got] == want, f"{client} {request}"
         assert all(not r.cut_off and r.completion == "settled" for r in got)
         if request is failing:
-            assert got == reference, f"{client}: differs from the Python watcher"
+            assert got == reference, f"{client}: differs from the Python watcher ({python.error})"
 
 
 @pytest.mark.parametrize("client", sorted(CLIENT_SPECS))
