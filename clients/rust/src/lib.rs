@@ -246,7 +246,8 @@ impl Client {
     /// # async fn f(mut client: trajgrade_client::Client) -> Result<(), trajgrade_client::Error> {
     /// use tokio_stream::StreamExt;
     /// use trajgrade_client::pb::{Verdict, WatchResultsRequest};
-    /// let filter = WatchResultsRequest { verdicts: vec![Verdict::Fail.into()], ..Default::default() };
+    /// let filter =
+    ///     WatchResultsRequest { verdicts: vec![Verdict::Fail.into()], ..Default::default() };
     /// let mut results = client.watch_results(filter).await?;
     /// while let Some(result) = results.next().await {
     ///     let result = result?; // the server's status ends the stream

@@ -27,8 +27,9 @@ import trajgrade.v1.TraceOuterClass.Trace;
 
 /**
  * A small client for trajgrade.v1.GraderService: register a suite once, then grade traces one at
- * a time, in a batch, or over a stream, and follow live grading ({@link #watchResults}). Failed calls throw {@link io.grpc.StatusRuntimeException}
- * with the server's status code (INVALID_ARGUMENT for a bad suite, NOT_FOUND for an unknown id).
+ * a time, in a batch, or over a stream, and follow live grading ({@link #watchResults}). Failed
+ * calls throw {@link io.grpc.StatusRuntimeException} with the server's status code
+ * (INVALID_ARGUMENT for a bad suite, NOT_FOUND for an unknown id).
  */
 public final class TrajgradeClient implements AutoCloseable {
   private final ManagedChannel channel;
