@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,3 +155,98 @@ class Expected:
 def as_dict(message: Any) -> dict[str, Any]:
     """A readable, comparable form for assertion diffs."""
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+# --- Building and running the clients -------------------------------------------------------
+
+BUILD_TIMEOUT_S = 840.0
+
+
+def _newer_than(target: Path, *sources: Path) -> bool:
+    """True when `target` exists and no file under `sources` changed after it."""
+    if not target.exists():
+        return False
+    built = target.stat().st_mtime
+    for source in sources:
+        files = source.rglob("*") if source.is_dir() else [source]
+        if any(f.is_file() and f.stat().st_mtime > built for f in files):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """How to build and run one client."""
+
+    name: str
+    tools: tuple[str, ...]
+    build: Callable[[], list[list[str]]]
+    command: list[str]
+    env: dict[str, str]
+
+    @property
+    def cwd(self) -> Path:
+        return CLIENTS / self.name
+
+
+def _node_build() -> list[list[str]]:
+    # npm ci wipes node_modules; skip it while the installed tree matches the lockfile.
+    node = CLIENTS / "node"
+    if _newer_than(node / "node_modules" / ".package-lock.json", node / "package-lock.json"):
+        return []
+    return [["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]]
+
+
+def _java_build() -> list[list[str]]:
+    java = CLIENTS / "java"
+    jar = java / "target" / "trajgrade-client-0.1.0-all.jar"
+    if _newer_than(jar, java / "pom.xml", java / "src", PROTO):
+        return []
+    return [["mvn", "-q", "-B", "package"]]
+
+
+CLIENT_SPECS = {
+    "go": ClientSpec(
+        name="go",
+        tools=("go",),
+        # go build fetches the modules in go.sum and caches compiled packages itself.
+        build=lambda: [
+            ["go", "build", "-o", "bin/trajgrade-conformance", "./cmd/trajgrade-conformance"]
+        ],
+        command=[str(CLIENTS / "go" / "bin" / "trajgrade-conformance")],
+        env={"GOFLAGS": "-mod=readonly"},
+    ),
+    "node": ClientSpec(
+        name="node",
+        tools=("node", "npm"),
+        build=_node_build,
+        command=["node", str(CLIENTS / "node" / "bin" / "conformance.js")],
+        env={},
+    ),
+    "java": ClientSpec(
+        name="java",
+        tools=("java", "mvn"),
+        build=_java_build,
+        command=["java", "-jar", str(CLIENTS / "java/target/trajgrade-client-0.1.0-all.jar")],
+        env={},
+    ),
+    "rust": ClientSpec(
+        name="rust",
+        tools=("cargo",),
+        # cargo rebuilds only what changed; the dev profile compiles far faster than release.
+        build=lambda: [["cargo", "build", "--bin", "trajgrade-conformance"]],
+        command=[str(CLIENTS / "rust" / "target" / "debug" / "trajgrade-conformance")],
+        env={"CARGO_TARGET_DIR": str(CLIENTS / "rust" / "target"), "CARGO_TERM_COLOR": "never"},
+    ),
+}
+
+
+def build(spec: ClientSpec) -> None:
+    env = {**os.environ, **spec.env}
+    for cmd in spec.build():
+        run(cmd, cwd=spec.cwd, timeout=BUILD_TIMEOUT_S, env=env)
+
+
+def parse_output(stdout: str) -> list[dict[str, Any]]:
+    # Split on "\n" only: str.splitlines would also split on U+2028 inside JSON strings.
+    return [json.loads(line) for line in stdout.split("\n") if line.strip()]

@@ -6,6 +6,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,11 @@ from google.protobuf import json_format
 from trajgrade.v1 import grader_service_pb2, result_pb2
 
 from .clients_support import (
+    CLIENT_SPECS,
     VECTORS,
     Expected,
     Server,
+    build,
     free_port,
     missing_toolchains,
     start_server,
@@ -89,3 +92,17 @@ def _imported(fields: dict[str, Any]) -> grader_service_pb2.ImportSuiteResponse:
         unsupported=found.skipped,
         format=found.format,
     )
+
+
+@pytest.fixture(scope="session")
+def builds() -> Iterator[dict[str, Future[None]]]:
+    """Every client whose toolchain is present starts building at once, in the background."""
+    from shutil import which  # noqa: PLC0415 -- only to decide what to start
+
+    with ThreadPoolExecutor(max_workers=len(CLIENT_SPECS)) as pool:
+        futures = {
+            name: pool.submit(build, spec)
+            for name, spec in CLIENT_SPECS.items()
+            if all(which(tool) for tool in spec.tools)
+        }
+        yield futures

@@ -1,7 +1,8 @@
 // Package trajgrade is a small Go client for the trajgrade.v1.GraderService gRPC API.
 //
-// It wraps the generated stubs in gen/trajgrade/v1 with the four calls an eval runner needs:
-// register a suite once, then grade traces one at a time, in a batch, or as a stream.
+// It wraps the generated stubs in gen/trajgrade/v1 with the calls an eval runner needs:
+// register a suite once, then grade traces one at a time, in a batch, or as a stream, and
+// follow the live grading of OTLP runs (WatchResults).
 package trajgrade
 
 import (
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -164,4 +166,46 @@ func (c *Client) StreamGradeTracesChunked(ctx context.Context, suiteID string, t
 		return nil, fmt.Errorf("trajgrade: %d outcomes for %d traces", len(outcomes), len(traces))
 	}
 	return outcomes, nil
+}
+
+// WatchResults follows live grading (docs/live-grading.md): one response per result of a run
+// that the server's OTLP receiver assembled and graded, from the moment of the call on.
+// request holds the filters (suite_ids, verdicts, service_names; an empty list matches all;
+// nil matches everything). Range over the returned sequence:
+//
+//	for res, err := range client.WatchResults(ctx, &pb.WatchResultsRequest{Verdicts: ...}) {
+//		if err != nil { ... } // the call's gRPC status; the sequence ends after it
+//	}
+//
+// The call starts when the range begins and lasts until ctx is done, the loop breaks, or the
+// server ends it: a gRPC status error such as RESOURCE_EXHAUSTED (WATCHER_TOO_SLOW: the caller
+// fell behind the server's queue), UNAVAILABLE (SHUTTING_DOWN) or FAILED_PRECONDITION
+// (LIVE_GRADING_OFF). Give ctx no deadline unless the watch should stop then.
+func (c *Client) WatchResults(ctx context.Context, request *pb.WatchResultsRequest) iter.Seq2[*pb.WatchResultsResponse, error] {
+	if request == nil {
+		request = &pb.WatchResultsRequest{}
+	}
+	return func(yield func(*pb.WatchResultsResponse, error) bool) {
+		// Breaking out of the loop cancels the call, so the server drops the watcher.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.stub.WatchResults(ctx, request)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for {
+			response, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(response, nil) {
+				return
+			}
+		}
+	}
 }

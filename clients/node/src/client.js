@@ -40,13 +40,16 @@ const DEFAULT_STREAM_CHUNK = 256;
 class TrajgradeClient {
   /**
    * @param {string} target "host:port" or "unix:/path/to.sock"
-   * @param {{credentials?: grpc.ChannelCredentials, protoDir?: string, timeoutMs?: number}} [options]
+   * `channelOptions` go to the grpc-js client as they are (e.g. `interceptors`, for a bearer
+   * token on a plaintext channel, where call credentials are refused).
+   * @param {{credentials?: grpc.ChannelCredentials, protoDir?: string, timeoutMs?: number,
+   *   channelOptions?: grpc.ClientOptions}} [options]
    */
   constructor(target, options = {}) {
     const pkg = loadPackage(options.protoDir);
     const credentials = options.credentials ?? grpc.credentials.createInsecure();
     this.timeoutMs = options.timeoutMs ?? 60_000;
-    this.stub = new pkg.GraderService(target, credentials);
+    this.stub = new pkg.GraderService(target, credentials, options.channelOptions);
   }
 
   close() {
@@ -140,6 +143,43 @@ class TrajgradeClient {
       }
       call.end();
     });
+  }
+
+  /**
+   * Follow live grading (docs/live-grading.md): an async iterator of WatchResultsResponse
+   * objects, one per result of a run that the server's OTLP receiver assembled and graded, from
+   * the moment of the call on.
+   *
+   *   for await (const res of client.watchResults({ verdicts: ['VERDICT_FAIL'] })) { ... }
+   *
+   * `request` holds the filters (`suite_ids`, `verdicts`, `service_names`; an empty or absent
+   * list matches all). The watch has no deadline unless `timeoutMs` is given (the client's
+   * `timeoutMs` is for the short calls); `signal` (an AbortSignal) cancels it, as does leaving
+   * the loop. The server ending the call rejects the loop with its gRPC status error
+   * (`err.code`): RESOURCE_EXHAUSTED (WATCHER_TOO_SLOW: the caller fell behind the server's
+   * queue), UNAVAILABLE (SHUTTING_DOWN), FAILED_PRECONDITION (LIVE_GRADING_OFF).
+   * @param {{suite_ids?: string[], verdicts?: string[], service_names?: string[]}} [request]
+   * @param {{timeoutMs?: number, signal?: AbortSignal}} [options]
+   */
+  async *watchResults(request = {}, { timeoutMs, signal } = {}) {
+    signal?.throwIfAborted();
+    const callOptions = timeoutMs === undefined ? {} : { deadline: Date.now() + timeoutMs };
+    const call = this.stub.WatchResults(request, callOptions);
+    const cancel = () => call.cancel();
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      // The call is a Readable: its 'error' (the final non-OK status) rejects the loop.
+      for await (const response of call) {
+        yield response;
+      }
+      // A cancel by `signal` surfaces as CANCELLED above; an OK end just ends the loop.
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+      // Leaving early: cancel the call so the server drops the watcher. The CANCELLED status
+      // that follows is expected; without a listener it would be an uncaught 'error'.
+      call.on('error', () => {});
+      call.cancel();
+    }
   }
 }
 

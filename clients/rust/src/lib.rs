@@ -1,14 +1,23 @@
 //! A small async client for trajgrade.v1.GraderService: register a suite once, then grade traces
-//! one at a time, in a batch, or over a stream.
+//! one at a time, in a batch, or over a stream, and follow live grading
+//! ([`Client::watch_results`]).
 //!
 //! The messages are the prost types generated from the repository's protos (`pb`); each also
 //! implements serde `Serialize`/`Deserialize` in the protobuf JSON mapping (pbjson).
 
-use std::time::Duration;
+use std::{
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tokio_stream::Stream;
+use tonic::{
+    metadata::AsciiMetadataValue,
+    transport::{Channel, Endpoint, Uri},
+};
 
 /// The generated `trajgrade.v1` messages and client.
 pub mod pb {
@@ -22,7 +31,7 @@ use pb::{
     batch_grade_traces_request, grade_trace_request, stream_grade_traces_request,
     BatchGradeTracesRequest, GradeResult, GradeTraceRequest, ImportSuiteRequest,
     ImportSuiteResponse, RegisterSuiteRequest, StreamGradeTracesRequest, Suite, Trace,
-    TraceOutcome,
+    TraceOutcome, WatchResultsRequest, WatchResultsResponse,
 };
 
 /// Errors of this client: a connection problem, a gRPC status, or a malformed answer.
@@ -65,6 +74,7 @@ impl From<tonic::Status> for Error {
 pub struct Client {
     stub: GraderServiceClient<Channel>,
     timeout: Duration,
+    authorization: Option<AsciiMetadataValue>,
 }
 
 impl Client {
@@ -90,11 +100,30 @@ impl Client {
 
     /// Wraps a channel the caller built (TLS, custom settings).
     pub fn from_channel(channel: Channel, timeout: Duration) -> Self {
-        Self { stub: GraderServiceClient::new(channel), timeout }
+        Self { stub: GraderServiceClient::new(channel), timeout, authorization: None }
+    }
+
+    /// Sends `authorization: Bearer <token>` on every call (the server's `--auth-token`).
+    /// Fails with [`Error::Protocol`] when the token is not valid header text.
+    pub fn with_token(mut self, token: &str) -> Result<Self, Error> {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| Error::Protocol("the token is not valid header text".into()))?;
+        self.authorization = Some(value);
+        Ok(self)
+    }
+
+    /// A call without a deadline (for WatchResults), with the token if one is set.
+    fn untimed<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(value) = &self.authorization {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        request
     }
 
     fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
+        let mut request = self.untimed(message);
         request.set_timeout(self.timeout);
         request
     }
@@ -204,6 +233,54 @@ impl Client {
         }
         check_count(outcomes.len(), count)?;
         Ok(outcomes)
+    }
+}
+
+impl Client {
+    /// Follows live grading (docs/live-grading.md): a [`Stream`] of one response per result of
+    /// a run that the server's OTLP receiver assembled and graded, from the moment of the call
+    /// on. `request` holds the filters (`suite_ids`, `verdicts`, `service_names`; an empty list
+    /// matches all).
+    ///
+    /// ```no_run
+    /// # async fn f(mut client: trajgrade_client::Client) -> Result<(), trajgrade_client::Error> {
+    /// use tokio_stream::StreamExt;
+    /// use trajgrade_client::pb::{Verdict, WatchResultsRequest};
+    /// let filter =
+    ///     WatchResultsRequest { verdicts: vec![Verdict::Fail.into()], ..Default::default() };
+    /// let mut results = client.watch_results(filter).await?;
+    /// while let Some(result) = results.next().await {
+    ///     let result = result?; // the server's status ends the stream
+    ///     println!("{} {}", result.trace_id, result.suite_id);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// The watch has no deadline (the client's timeout is for the short calls): wrap it in
+    /// `tokio::time::timeout` to bound it, and drop the stream to cancel the call. The server
+    /// ends it with an [`Error::Status`]: `ResourceExhausted` (WATCHER_TOO_SLOW: the caller fell
+    /// behind the server's queue), `Unavailable` (SHUTTING_DOWN), `FailedPrecondition`
+    /// (LIVE_GRADING_OFF).
+    pub async fn watch_results(
+        &mut self,
+        request: WatchResultsRequest,
+    ) -> Result<ResultStream, Error> {
+        let request = self.untimed(request);
+        Ok(ResultStream { inner: self.stub.watch_results(request).await?.into_inner() })
+    }
+}
+
+/// The live results of [`Client::watch_results`], in the order the server graded them.
+/// Dropping it cancels the call.
+pub struct ResultStream {
+    inner: tonic::Streaming<WatchResultsResponse>,
+}
+
+impl Stream for ResultStream {
+    type Item = Result<WatchResultsResponse, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.inner).poll_next(cx).map(|item| item.map(|r| r.map_err(Error::from)))
     }
 }
 

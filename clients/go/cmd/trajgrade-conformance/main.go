@@ -10,6 +10,13 @@
 // StreamGradeTracesOnePerMessage sends the single-trace form. Each ImportSuiteRequest of the
 // optional "imports" list is sent as it stands and printed as
 // {"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}.
+//
+// The watch mode follows live grading and prints the first N results, then exits:
+//
+//	trajgrade-conformance watch --addr ADDR [--suite ID]... [--verdict VERDICT_...]... [--service NAME]... --count N [--token T] [--timeout-s S]
+//
+// Output lines: {"rpc":"WatchResults","index":i,"response":WatchResultsResponse}. --token sends
+// "authorization: Bearer T" on the call; --timeout-s (default 120) bounds the whole watch.
 package main
 
 import (
@@ -40,6 +47,13 @@ type line struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "watch" {
+		if err := watch(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "trajgrade-conformance watch:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 3 {
 		fmt.Fprintln(os.Stderr, "usage: trajgrade-conformance <address> <vectors.json>")
 		os.Exit(2)

@@ -11,15 +11,100 @@
 //! partial); StreamGradeTracesOnePerMessage sends the single-trace form. Each
 //! ImportSuiteRequest of the optional `imports` list is sent as it stands and printed as
 //! `{"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}`.
+//!
+//! The watch mode follows live grading and prints the first N results, then exits:
+//!
+//! ```text
+//! trajgrade-conformance watch --addr ADDR [--suite ID]... [--verdict VERDICT_...]...
+//!     [--service NAME]... --count N [--token T] [--timeout-s S]
+//! ```
+//!
+//! Output lines: `{"rpc":"WatchResults","index":i,"response":WatchResultsResponse}`. `--token`
+//! sends `authorization: Bearer T` on the call; `--timeout-s` (default 120) bounds the whole
+//! watch.
 
 use std::{process::ExitCode, time::Duration};
 
 use serde::Deserialize;
 use serde_json::json;
+use tokio_stream::StreamExt;
 use trajgrade_client::{
-    pb::{trace_outcome, ImportSuiteRequest, Suite, Trace, TraceOutcome},
+    pb::{
+        trace_outcome, ImportSuiteRequest, Suite, Trace, TraceOutcome, Verdict, WatchResultsRequest,
+    },
     Client,
 };
+
+const WATCH_USAGE: &str = "usage: trajgrade-conformance watch --addr ADDR [--suite ID]... \
+    [--verdict V]... [--service S]... --count N [--token T] [--timeout-s S]";
+
+/// The watch mode's flags.
+struct WatchArgs {
+    address: String,
+    request: WatchResultsRequest,
+    count: usize,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+fn parse_watch(args: &[String]) -> Result<WatchArgs, String> {
+    let mut address = None;
+    let mut request = WatchResultsRequest::default();
+    let mut count = 0;
+    let mut token = None;
+    let mut timeout = Duration::from_secs(120);
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?.clone();
+        match flag.as_str() {
+            "--addr" => address = Some(value),
+            "--suite" => request.suite_ids.push(value),
+            "--verdict" => request.verdicts.push(
+                Verdict::from_str_name(&value).ok_or_else(|| format!("unknown verdict {value}"))?
+                    as i32,
+            ),
+            "--service" => request.service_names.push(value),
+            "--count" => count = value.parse().map_err(|e| format!("--count: {e}"))?,
+            "--token" => token = Some(value),
+            "--timeout-s" => {
+                timeout = Duration::try_from_secs_f64(
+                    value.parse().map_err(|e| format!("--timeout-s: {e}"))?,
+                )
+                .map_err(|e| format!("--timeout-s: {e}"))?;
+            }
+            _ => return Err(format!("unknown flag {flag}")),
+        }
+    }
+    match address {
+        Some(address) if count > 0 => Ok(WatchArgs { address, request, count, token, timeout }),
+        _ => Err("--addr and a --count above 0 are required".into()),
+    }
+}
+
+async fn watch(args: WatchArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let mut client = Client::connect(&args.address, Duration::from_secs(60)).await?;
+    if let Some(token) = &args.token {
+        client = client.with_token(token)?;
+    }
+    let mut printed = 0;
+    let follow = async {
+        let mut results = client.watch_results(args.request).await?;
+        while printed < args.count {
+            let Some(result) = results.next().await else { break };
+            let response = serde_json::to_value(
+                result.map_err(|e| format!("WatchResults after {printed} results: {e}"))?,
+            )?;
+            println!("{}", json!({"rpc": "WatchResults", "index": printed, "response": response}));
+            printed += 1;
+        }
+        Ok::<_, Box<dyn std::error::Error>>(())
+    };
+    tokio::time::timeout(args.timeout, follow).await.map_err(|_| "timed out")??;
+    if printed < args.count {
+        return Err(format!("WatchResults ended after {printed} of {} results", args.count).into());
+    }
+    Ok(())
+}
 
 #[derive(Deserialize)]
 struct Vectors {
@@ -68,6 +153,22 @@ async fn run(address: &str, path: &str) -> Result<(), Box<dyn std::error::Error>
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("watch") {
+        let parsed = match parse_watch(&args[1..]) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                eprintln!("{e}\n{WATCH_USAGE}");
+                return ExitCode::from(2);
+            }
+        };
+        return match watch(parsed).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("trajgrade-conformance watch: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let [address, path] = args.as_slice() else {
         eprintln!("usage: trajgrade-conformance <address> <vectors.json>");
         return ExitCode::from(2);

@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import trajgrade.v1.GraderServiceOuterClass.ImportSuiteRequest;
 import trajgrade.v1.Result.TraceOutcome;
@@ -30,15 +31,26 @@ import trajgrade.v1.TraceOuterClass.Trace;
  * message (the last one partial); StreamGradeTracesOnePerMessage sends the single-trace form.
  * Each ImportSuiteRequest of the optional "imports" list is sent as it stands and printed as
  * {"rpc":"ImportSuite","index":i,"response":ImportSuiteResponse}.
+ *
+ * <p>The watch mode follows live grading and prints the first N results, then exits:
+ *
+ * <pre>java -jar trajgrade-client-all.jar watch --addr ADDR [--suite ID]... [--verdict V]...
+ *     [--service NAME]... --count N [--token T] [--timeout-s S]</pre>
+ *
+ * <p>Output lines: {"rpc":"WatchResults","index":i,"response":WatchResultsResponse}. --token
+ * sends "authorization: Bearer T" on the call; --timeout-s (default 120) bounds the whole watch.
  */
 public final class Conformance {
-  private static final JsonFormat.Printer PRINTER =
+  static final JsonFormat.Printer PRINTER =
       JsonFormat.printer().preservingProtoFieldNames().omittingInsignificantWhitespace();
-  private static final Gson GSON = new Gson();
+  static final Gson GSON = new Gson();
 
   private Conformance() {}
 
   public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("watch")) {
+      System.exit(Watch.run(Arrays.copyOfRange(args, 1, args.length)));
+    }
     if (args.length != 2) {
       System.err.println("usage: Conformance <address> <vectors.json>");
       System.exit(2);

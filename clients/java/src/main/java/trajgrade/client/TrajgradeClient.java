@@ -1,5 +1,6 @@
 package trajgrade.client;
 
+import io.grpc.Context;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
@@ -18,6 +19,7 @@ import trajgrade.v1.GraderServiceOuterClass.ImportSuiteResponse;
 import trajgrade.v1.GraderServiceOuterClass.RegisterSuiteRequest;
 import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesRequest;
 import trajgrade.v1.GraderServiceOuterClass.StreamGradeTracesResponse;
+import trajgrade.v1.GraderServiceOuterClass.WatchResultsRequest;
 import trajgrade.v1.Result.GradeResult;
 import trajgrade.v1.Result.TraceOutcome;
 import trajgrade.v1.SuiteOuterClass.Suite;
@@ -25,8 +27,9 @@ import trajgrade.v1.TraceOuterClass.Trace;
 
 /**
  * A small client for trajgrade.v1.GraderService: register a suite once, then grade traces one at
- * a time, in a batch, or over a stream. Failed calls throw {@link io.grpc.StatusRuntimeException}
- * with the server's status code (INVALID_ARGUMENT for a bad suite, NOT_FOUND for an unknown id).
+ * a time, in a batch, or over a stream, and follow live grading ({@link #watchResults}). Failed
+ * calls throw {@link io.grpc.StatusRuntimeException} with the server's status code
+ * (INVALID_ARGUMENT for a bad suite, NOT_FOUND for an unknown id).
  */
 public final class TrajgradeClient implements AutoCloseable {
   private final ManagedChannel channel;
@@ -166,6 +169,43 @@ public final class TrajgradeClient implements AutoCloseable {
       throw new IllegalStateException(e.getCause());
     } catch (TimeoutException e) {
       throw new IllegalStateException("trajgrade: stream did not finish", e);
+    }
+  }
+
+  /**
+   * Follows live grading (docs/live-grading.md): one response per result of a run that the
+   * server's OTLP receiver assembled and graded, from the moment of the call on. The request
+   * holds the filters (suite_ids, verdicts, service_names; an empty list matches all). The
+   * watch has no deadline (the client's timeout is for the short calls); close it to stop.
+   *
+   * <pre>{@code
+   * try (ResultWatch watch = client.watchResults(WatchResultsRequest.newBuilder()
+   *     .addVerdicts(Verdict.VERDICT_FAIL).build())) {
+   *   while (watch.hasNext()) {
+   *     WatchResultsResponse result = watch.next();
+   *   }
+   * }
+   * }</pre>
+   */
+  public ResultWatch watchResults(WatchResultsRequest request) {
+    return watchResults(request, 0);
+  }
+
+  /**
+   * {@link #watchResults(WatchResultsRequest)} ending with DEADLINE_EXCEEDED after
+   * {@code timeoutMillis} (0: no deadline).
+   */
+  public ResultWatch watchResults(WatchResultsRequest request, long timeoutMillis) {
+    GraderServiceGrpc.GraderServiceBlockingStub stub = timeoutMillis > 0
+        ? blocking.withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS)
+        : blocking;
+    // The call belongs to its own cancellable context: closing the watch cancels it.
+    Context.CancellableContext context = Context.current().withCancellation();
+    Context previous = context.attach();
+    try {
+      return new ResultWatch(context, stub.watchResults(request));
+    } finally {
+      context.detach(previous);
     }
   }
 
