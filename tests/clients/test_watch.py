@@ -7,13 +7,15 @@ the real OTel SDK exporter: runs that match each filter and runs that do not. Ea
 must print exactly the matching results, in the order the server graded them, and each
 printed result must be the sink's row for it byte for byte (trace id, suite, verdict, score,
 every assertion result, service, completion, cut-off) and equal, message for message, what a
-Python watcher with the same filter received. Without the token every client's watch fails
+Python watcher with the same filter received; the project's Python client (blocking and
+asyncio) is held to the same. Without the token every client's watch fails
 with UNAUTHENTICATED; on a server without live grading with FAILED_PRECONDITION; and a watch
 whose deadline passes ends with an error.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -34,6 +36,8 @@ import pytest
 import trajgrade
 from google.protobuf import json_format
 from live.conftest import STRICT_SUITE, WEATHER_SUITE, drive
+from trajgrade.client import AsyncClient, Client, DeadlineExceededError, UnauthenticatedError
+from trajgrade.errors import LiveGradingOffError
 from trajgrade.live.grading import LiveResult
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc, result_pb2
 
@@ -355,3 +359,114 @@ def test_client_watch_errors_carry_the_status(
     # gRPC's DEADLINE_EXCEEDED (Go, Node, Java) or the caller's tokio timeout (Rust).
     assert re.search("deadline.?exceeded|timed out", err, re.IGNORECASE), err
     assert time.monotonic() - started < 60
+
+
+class ClientWatcher:
+    """The project's own Python client (blocking, or asyncio in its own loop) in a thread."""
+
+    def __init__(self, address: str, filters: dict[str, Any], count: int, *, aio: bool):
+        self.items: list[grader_service_pb2.WatchResultsResponse] = []
+        self.error: BaseException | None = None
+        run = self._read_aio if aio else self._read
+        self.thread = threading.Thread(target=run, args=(address, filters, count), daemon=True)
+        self.thread.start()
+
+    def _read(self, address: str, filters: dict[str, Any], count: int) -> None:
+        try:
+            with Client(address, token=TOKEN) as client:
+                for response in client.watch_results(timeout=WATCH_TIMEOUT_S, **filters):
+                    self.items.append(response)
+                    if len(self.items) == count:
+                        break
+        except Exception as exc:  # shown by the comparison's message
+            self.error = exc
+
+    def _read_aio(self, address: str, filters: dict[str, Any], count: int) -> None:
+        async def read() -> None:
+            async with AsyncClient(address, token=TOKEN) as client:
+                async for response in client.watch_results(timeout=WATCH_TIMEOUT_S, **filters):
+                    self.items.append(response)
+                    if len(self.items) == count:
+                        break
+
+        try:
+            asyncio.run(read())
+        except Exception as exc:  # shown by the comparison's message
+            self.error = exc
+
+    def result(self) -> list[grader_service_pb2.WatchResultsResponse]:
+        self.thread.join(WATCH_TIMEOUT_S)
+        assert not self.thread.is_alive(), "the watcher never got its results"
+        return self.items
+
+
+def test_python_client_watches_live_results(live_server: LiveServer, tmp_path: Path) -> None:
+    """`Client.watch_results` and `AsyncClient.watch_results` receive exactly the filtered
+    results, each the sink's row and what the generated stub received; leaving the loop ends
+    the call (the server's watcher gauge goes back to zero)."""
+    dual, weather = "dual-python", "weather-python"
+    weather_id = suite_id(WEATHER_SUITE)
+    failing = grader_service_pb2.WatchResultsRequest(
+        service_names=[dual], verdicts=[result_pb2.VERDICT_FAIL]
+    )
+    by_suite = grader_service_pb2.WatchResultsRequest(
+        suite_ids=[weather_id], service_names=[dual, weather]
+    )
+    live_server.wait_watchers(0, [])
+    sync_watch = ClientWatcher(
+        live_server.address, {"service_names": [dual], "verdicts": ["fail"]}, DUAL_RUNS, aio=False
+    )
+    aio_watch = ClientWatcher(
+        live_server.unix_address,
+        {"suite_ids": [weather_id], "service_names": (dual, weather)},
+        DUAL_RUNS + WEATHER_RUNS,
+        aio=True,
+    )
+    stub = PythonWatcher(live_server.address, failing, DUAL_RUNS)
+    live_server.wait_watchers(3, [])
+
+    drive("grpc", live_server.otlp_endpoint, tmp_path / "weather.json", WEATHER_RUNS, weather)
+    drive("grpc", live_server.otlp_endpoint, tmp_path / "dual.json", DUAL_RUNS, dual)
+
+    got_sync, got_aio, reference = sync_watch.result(), aio_watch.result(), stub.result()
+    rows = live_server.rows({dual, weather}, WEATHER_RUNS + 2 * DUAL_RUNS)
+    assert len(rows) == WEATHER_RUNS + 2 * DUAL_RUNS, live_server.log.read_text()[-4000:]
+    parsed_rows = [json.loads(row) for row in rows]
+    for request, got, error in (
+        (failing, got_sync, sync_watch.error),
+        (by_suite, got_aio, aio_watch.error),
+    ):
+        want = [
+            row for row, fields in zip(rows, parsed_rows, strict=True) if wants(request, fields)
+        ]
+        assert len(want) < len(rows), "the filter left nothing out"
+        assert [sink_line(response) for response in got] == want, error
+    assert got_sync == reference, (sync_watch.error, stub.error)
+    live_server.wait_watchers(0, [])  # both loops left: their calls were cancelled
+
+
+def test_python_client_watch_errors(server: Server, live_server: LiveServer) -> None:
+    """The statuses of a watch as trajgrade exceptions; bad filters refused before any call."""
+    with Client(server.address) as client:
+        with pytest.raises(LiveGradingOffError, match="live grading is off"):
+            next(client.watch_results())
+        with pytest.raises(ValueError, match="unknown verdict 'maybe'"):
+            client.watch_results(verdicts=["maybe"])
+        with pytest.raises(ValueError, match="unknown verdict 0"):
+            client.watch_results(verdicts=[result_pb2.VERDICT_UNSPECIFIED])
+        with pytest.raises(TypeError, match="service_names takes a list of strings"):
+            client.watch_results(service_names="weather-agent")
+    with Client(live_server.address) as client, pytest.raises(UnauthenticatedError):
+        next(client.watch_results())
+    with Client(live_server.address, token=TOKEN) as client:
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceededError):
+            next(client.watch_results(service_names=["no-such-service"], timeout=1))
+        assert time.monotonic() - started < 30
+
+    async def aio_errors() -> None:
+        async with AsyncClient(server.address) as client:
+            with pytest.raises(LiveGradingOffError):
+                await anext(client.watch_results())
+
+    asyncio.run(aio_errors())

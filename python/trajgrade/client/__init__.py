@@ -1,7 +1,8 @@
 """The Python client of `trajgrade.v1.GraderService`: `Client` (blocking) and `AsyncClient`.
 
 Both take the same options and have the same methods (`register_suite`, `get_suite`,
-`import_suite`, `grade`, `grade_batch`, `grade_stream`); docs/api.md describes them. Behaviour
+`import_suite`, `grade`, `grade_batch`, `grade_stream`, `watch_results`); docs/api.md
+describes them. Behaviour
 that matters in production:
 
 * Suites travel by `suite_id`. A suite is registered once per client and its id cached by
@@ -22,7 +23,8 @@ that matters in production:
 
 The modules: a sans-IO core that decides everything and makes no call (`status`: statuses to
 exceptions and which are retried; `retry`: policy, back-off, deadline; `requests`: suites,
-batches; `plans`: the unary methods as plans; `stream`: a stream's bookkeeping and plan), and
+batches; `plans`: the unary methods as plans; `stream`: a stream's bookkeeping and plan;
+`watch`: a WatchResults call's filters), and
 two shells that only do the I/O the plans ask for (`sync`: `Client`; `aio`: `AsyncClient`;
 `channel`: the options and channel both open).
 """

@@ -14,8 +14,9 @@ from trajgrade.client.channel import DEFAULT, ClientBase, Unset
 from trajgrade.client.plans import Plan, Sleep
 from trajgrade.client.requests import Outcome
 from trajgrade.client.retry import Deadline
-from trajgrade.client.status import Failed
+from trajgrade.client.status import Failed, error_from_rpc
 from trajgrade.client.stream import END, Emit, Messages, Open, StreamPlan, StreamState
+from trajgrade.client.watch import VerdictInput, watch_request
 from trajgrade.suites import SuiteInput
 from trajgrade.traces import TraceInput
 from trajgrade.v1 import grader_service_pb2, result_pb2, suite_pb2
@@ -115,6 +116,30 @@ class AsyncClient(ClientBase):
         async with contextlib.aclosing(self._run_stream(state, plan, traces)) as outcomes:
             async for outcome in outcomes:
                 yield outcome
+
+    def watch_results(
+        self,
+        *,
+        suite_ids: Iterable[str] = (),
+        verdicts: Iterable[VerdictInput] = (),
+        service_names: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> AsyncIterator[grader_service_pb2.WatchResultsResponse]:
+        """See `Client.watch_results`: `async for response in client.watch_results(...)`."""
+        request = watch_request(suite_ids, verdicts, service_names)
+        return self._watch_results(request, timeout)
+
+    async def _watch_results(
+        self, request: bytes, timeout: float | None
+    ) -> AsyncGenerator[grader_service_pb2.WatchResultsResponse, None]:
+        call = self._watch(request, timeout=timeout, metadata=self._opts.metadata)
+        try:
+            async for response in call:
+                yield response
+        except grpc.RpcError as rpc_error:
+            raise error_from_rpc(rpc_error) from None
+        finally:
+            call.cancel()
 
     async def _run_stream(
         self,

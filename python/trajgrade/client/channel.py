@@ -162,6 +162,10 @@ class ClientBase:
             name: self._channel.unary_unary(SERVICE + name, response_deserializer=decode)
             for name, decode in METHODS.items()
         }
+        self._watch = self._channel.unary_stream(
+            SERVICE + "WatchResults",
+            response_deserializer=grader_service_pb2.WatchResultsResponse.FromString,
+        )
         self._stream = self._channel.stream_stream(
             SERVICE + "StreamGradeTraces",
             response_deserializer=grader_service_pb2.StreamGradeTracesResponse.FromString,

@@ -13,8 +13,9 @@ from trajgrade.client.channel import DEFAULT, ClientBase, Unset
 from trajgrade.client.plans import Plan, Sleep
 from trajgrade.client.requests import Outcome
 from trajgrade.client.retry import Deadline
-from trajgrade.client.status import Failed
+from trajgrade.client.status import Failed, error_from_rpc
 from trajgrade.client.stream import END, Emit, Messages, Open, StreamPlan, StreamState
+from trajgrade.client.watch import VerdictInput, watch_request
 from trajgrade.suites import SuiteInput
 from trajgrade.traces import TraceInput
 from trajgrade.v1 import grader_service_pb2, result_pb2, suite_pb2
@@ -144,6 +145,38 @@ class Client(ClientBase):
         ref = self._drive(self._calls.by_id(suite, deadline))
         state, plan = self._stream_plan(ref, deadline, chunk_size)
         return self._run_stream(state, plan, iter(traces))
+
+    def watch_results(
+        self,
+        *,
+        suite_ids: Iterable[str] = (),
+        verdicts: Iterable[VerdictInput] = (),
+        service_names: Iterable[str] = (),
+        timeout: float | None = None,
+    ) -> Iterator[grader_service_pb2.WatchResultsResponse]:
+        """Follows live grading (`trajgrade serve --otlp-grpc/--otlp-http`): one
+        WatchResultsResponse per result as runs are graded, from now on, until the caller stops
+        iterating (the call is then cancelled), the server drains, or `timeout` (seconds,
+        default none) passes. Filters: suite ids, verdicts ("PASS"/"FAIL") and the runs'
+        `service.name`; an empty filter matches everything.
+
+        Not retried: results graded while no watch is open are not replayed (the server's
+        JSONL sink has them). A server without live grading raises LiveGradingOffError; a
+        watcher that falls behind the server's queue raises WatcherTooSlowError.
+        """
+        request = watch_request(suite_ids, verdicts, service_names)
+        return self._watch_results(request, timeout)
+
+    def _watch_results(
+        self, request: bytes, timeout: float | None
+    ) -> Iterator[grader_service_pb2.WatchResultsResponse]:
+        call = self._watch(request, timeout=timeout, metadata=self._opts.metadata)
+        try:
+            yield from call
+        except grpc.RpcError as rpc_error:
+            raise error_from_rpc(rpc_error) from None
+        finally:
+            call.cancel()
 
     def _run_stream(
         self, state: StreamState, plan: StreamPlan, source: Iterator[TraceInput]
