@@ -400,6 +400,7 @@ class ClientWatcher:
         return self.items
 
 
+@pytest.mark.usefixtures("token_in_exporter")
 def test_python_client_watches_live_results(live_server: LiveServer, tmp_path: Path) -> None:
     """`Client.watch_results` and `AsyncClient.watch_results` receive exactly the filtered
     results, each the sink's row and what the generated stub received; leaving the loop ends
