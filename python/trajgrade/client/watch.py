@@ -17,13 +17,13 @@ _VERDICTS = {
 }
 
 
-def _verdict(value: VerdictInput) -> int:
+def _verdict(value: VerdictInput) -> result_pb2.Verdict.ValueType:
     if isinstance(value, str):
         number = _VERDICTS.get(value.upper().removeprefix("VERDICT_"))
         if number is not None:
             return number
     elif value in _VERDICTS.values():
-        return value
+        return result_pb2.Verdict.ValueType(value)
     raise ValueError(f"unknown verdict {value!r}: use PASS or FAIL")
 
 
