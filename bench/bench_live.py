@@ -415,13 +415,16 @@ def paced(
     return latencies, achieved
 
 
-def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> float:
-    """Server CPU seconds per run over a spread stream, until every result arrived."""
+def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> tuple[float, float]:
+    """Server CPU seconds per run over a spread stream, until every result arrived, and the
+    early checks per run."""
     server = start_trajgrade(workdir, args.settle_s, early)
     try:
         before = server.cpu_s()
         latencies, _ = paced(server, args.early_rate, args.early_s, watch=True, spread=True)
-        return (server.cpu_s() - before) / len(latencies)
+        runs = len(latencies)
+        checks = _metric(server, "trajgrade_live_early_checks_total")
+        return (server.cpu_s() - before) / runs, checks / runs
     finally:
         server.stop()
 
@@ -482,6 +485,7 @@ class Measurements:
     rss_long: list[int] = field(default_factory=list)
     cpu_off: list[float] = field(default_factory=list)
     cpu_on: list[float] = field(default_factory=list)
+    checks_per_run: list[float] = field(default_factory=list)
     loads: dict[str, list[str]] = field(default_factory=dict)
 
     def row_done(self, name: str) -> None:
@@ -527,10 +531,18 @@ def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements) -> No
                 server.stop()
             m.row_done(name)
     if "early" in args.rows:
-        m.cpu_off.append(cpu_per_run(workdir, args, early=False))
+        m.cpu_off.append(cpu_per_run(workdir, args, early=False)[0])
         m.row_done("cpu_off")
-        m.cpu_on.append(cpu_per_run(workdir, args, early=True))
+        cpu, checks = cpu_per_run(workdir, args, early=True)
+        m.cpu_on.append(cpu)
+        m.checks_per_run.append(checks)
         m.row_done("cpu_on")
+
+
+def _core_profile() -> str:
+    from trajgrade import _core  # noqa: PLC0415
+
+    return str(_core.build_profile)
 
 
 def met(ok: bool) -> str:
@@ -583,7 +595,10 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
         ]
     if m.cpu_on:
         off, on = med(m.cpu_off), med(m.cpu_on)
-        where = f"{rate(args.early_rate)} traces/s, spans spread over exports"
+        where = (
+            f"{rate(args.early_rate)} traces/s, spans over exports, "
+            f"{med(m.checks_per_run):.1f} checks/run when on"
+        )
         for name, value, base in (("off", off, off), ("on", on, off)):
             rows.append(
                 [
@@ -597,7 +612,8 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
     print(
         table(
             f"Live grading: medians of {args.repeats} repeats, {args.senders} exporter "
-            f"processes, {SPANS_PER_TRACE} spans per run, {args.batch} spans per export",
+            f"processes, {SPANS_PER_TRACE} spans per run, {args.batch} spans per export, "
+            f"core build {_core_profile()}",
             ["row", "median", "ratio", "load average (1/5/15 min)"],
             rows,
         )
