@@ -30,6 +30,7 @@ from trajgrade.suites import suite_from_text
 from trajgrade.v1 import assertion_pb2, result_pb2
 
 from .conftest import Live, LiveFactory, Watch, eventually, regrade_lines, strip_live
+from .test_live_writeback import start_sink
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -368,3 +369,35 @@ def test_the_sub_suite_keeps_the_early_capable_assertions_once() -> None:
     assert sub.kinds == ("forbidden_tools", "step_count", "duration")
     plain = suite_from_text("name: p\nassertions:\n  - tool_called: {tool: x}\n")
     assert early_suite(grader, grader.compile_suite(plain.SerializeToString())) is None
+
+
+async def test_early_verdicts_are_not_written_back(make_live: LiveFactory, tmp_path: Path) -> None:
+    server, sink, port = await start_sink()
+    try:
+        live = await make_live(
+            routes(tmp_path), early_verdicts=True, otlp_export_endpoint=f"127.0.0.1:{port}"
+        )
+        watch = await live.watch()
+        release = threading.Event()
+
+        def body(agent: Agent) -> None:
+            with agent.run():
+                agent.tool("delete_file")
+                assert release.wait(60)
+
+        task = asyncio.create_task(in_thread(live, body, tmp_path / "wb.json"))
+        await wait_then_set(release, lambda: len(early_items(watch)) == 1)
+        await task
+        await eventually(lambda: len(final_items(watch)) == 1, what="the final result")
+        (final,) = final_items(watch)
+        expected = len(final.result.results)
+        await eventually(
+            lambda: (
+                live.metric("trajgrade_live_writeback_records_total", outcome="sent") == expected
+            ),
+            what="the final result's records",
+        )
+        # One record per assertion of the final result: none for the early verdict.
+        assert len(sink.records) == expected == len(suite_from_text(EARLY_SUITE).assertions)
+    finally:
+        await server.stop(0)
