@@ -27,7 +27,7 @@ from trajgrade import _core
 from trajgrade.live.early import early_capable, early_suite
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.suites import suite_from_text
-from trajgrade.v1 import assertion_pb2, result_pb2
+from trajgrade.v1 import assertion_pb2, result_pb2, trace_pb2
 
 from .conftest import Live, LiveFactory, Watch, eventually, regrade_lines, strip_live
 from .test_live_writeback import start_sink
@@ -401,3 +401,28 @@ async def test_early_verdicts_are_not_written_back(make_live: LiveFactory, tmp_p
         assert len(sink.records) == expected == len(suite_from_text(EARLY_SUITE).assertions)
     finally:
         await server.stop(0)
+
+
+@pytest.mark.parametrize(
+    ("calls", "early"),
+    [
+        (["x"], []),  # COUNT_OUT_OF_RANGE below min: more calls may still come
+        (["x", "x"], []),
+        (["x", "x", "x", "y"], [0, 1]),  # over max (3 counted > 2) and over step_count's max
+        (["x", "y", "y", "z"], [1]),
+    ],
+)
+def test_failures_are_read_from_reason_codes_and_counts(calls: list[str], early: list[int]) -> None:
+    grader = _core.Grader()
+    suite = suite_from_text(
+        "name: t\nassertions:\n"
+        "  - tool_count: {tool: x, min: 2, max: 2}\n"
+        "  - step_count: {min: 2, max: 3}\n"
+    )
+    sub = early_suite(grader, grader.compile_suite(suite.SerializeToString()))
+    assert sub is not None
+    trace = trace_pb2.Trace(id="t", calls=[trace_pb2.ToolCall(name=name) for name in calls])
+    outcome = result_pb2.TraceOutcome.FromString(
+        sub.compiled.grade_batch([trace.SerializeToString()])[0]
+    )
+    assert [index for index, _ in sub.failures(outcome)] == early
