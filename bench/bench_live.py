@@ -12,9 +12,14 @@ each figure is the median of the repeats (the load average is printed per row).
   end (its `end_time`) to its result on WatchResults, minus `--settle-s`. Target: p99 < 5 ms.
 - RSS: peak RSS (VmHWM) of a fresh server after a `--rss-short-s` and a `--rss-long-s`
   sustained stream at `--rss-rate` traces/s. Target: flat within 10%.
+- early (`--rows early`): server CPU seconds per run (utime + stime of the server process over
+  the stream, until the last result is on WatchResults) at `--early-rate` traces/s for
+  `--early-s`, each run's spans spread over one export per 10 ms tick as they end (so a run
+  is open across several requests), with `--early-verdicts` off and on, rows interleaved.
 
     .venv/bin/python bench/bench_live.py                     # ~4 minutes (10 s / 30 s RSS)
     .venv/bin/python bench/bench_live.py --rss-short-s 60 --rss-long-s 300 --repeats 3
+    .venv/bin/python bench/bench_live.py --rows early --repeats 5
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ routes:
     suites: [bench.yaml]
 """
 TOOLS = ("get_weather", "get_time", "get_weather", "get_time")
+ROWS = {"throughput", "latency", "rss", "early"}
 SPANS_PER_TRACE = 1 + len(TOOLS)
 
 
@@ -114,6 +120,32 @@ def make_trace(tracer: Any, end_marker: bool) -> None:
     root.end()
 
 
+def trace_steps(tracer: Any) -> Any:
+    """make_trace as it happens: one span ends per step (the tools, then the root), so the
+    spans of a run reach the exporter over several ticks."""
+    from opentelemetry import trace  # noqa: PLC0415
+
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench_agent"}
+    root = tracer.start_span("invoke_agent bench_agent", attributes=attributes)
+    context = trace.set_span_in_context(root)
+    for i, tool in enumerate(TOOLS):
+        yield
+        span = tracer.start_span(
+            f"execute_tool {tool}",
+            context=context,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.id": f"call_{i}",
+                "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+                "gen_ai.tool.call.result": "ok",
+            },
+        )
+        span.end()
+    yield
+    root.end()
+
+
 def prebuilt_spans(traces: int, end_marker: bool) -> list[Any]:
     """ReadableSpans of `traces` runs, children before their root (the order they end in)."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
@@ -151,9 +183,12 @@ def burst_sender(port: int, traces: int, batch: int, barrier: Any, out: Any) -> 
     sink.shutdown()
 
 
-def paced_sender(port: int, traces_per_s: float, seconds: float, barrier: Any, out: Any) -> None:
+def paced_sender(  # noqa: PLR0917 - a multiprocessing target: positional arguments
+    port: int, traces_per_s: float, seconds: float, spread: bool, barrier: Any, out: Any
+) -> None:
     """Latency and RSS sender (own process): runs made live by the SDK every 10 ms tick and
-    exported at once; sends back each root's end time (wall clock, ns) by trace id."""
+    exported at once; sends back each root's end time (wall clock, ns) by trace id. With
+    `spread`, each run ends one span per tick (trace_steps) instead of all at once."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
         InMemorySpanExporter,
     )
@@ -166,10 +201,16 @@ def paced_sender(port: int, traces_per_s: float, seconds: float, barrier: Any, o
     start = time.perf_counter()
     sent = 0
     tick = 0.01
-    while (elapsed := time.perf_counter() - start) < seconds:
-        due = int(elapsed * traces_per_s) + 1 - sent
+    running: list[Any] = []
+    while (elapsed := time.perf_counter() - start) < seconds or running:
+        due = int(elapsed * traces_per_s) + 1 - sent if elapsed < seconds else 0
         for _ in range(max(due, 0)):
-            make_trace(tracer, end_marker=False)
+            if spread:
+                running.append(trace_steps(tracer))
+            else:
+                make_trace(tracer, end_marker=False)
+        # One step of every run in flight (a finished run leaves the list).
+        running = [steps for steps in running if next(steps, StopIteration) is None]
         spans = memory.get_finished_spans()
         memory.clear()
         if spans:
@@ -222,6 +263,11 @@ class Server:
             int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")
         )
 
+    def cpu_s(self) -> float:
+        """utime + stime of the server process so far, in seconds."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -243,7 +289,7 @@ def start_floor() -> Server:
     return Server(process, port)
 
 
-def start_trajgrade(workdir: Path, settle_s: float) -> Server:
+def start_trajgrade(workdir: Path, settle_s: float, early: bool = False) -> Server:
     otlp_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     trajgrade = Path(sys.executable).with_name("trajgrade")
     command = [
@@ -255,6 +301,7 @@ def start_trajgrade(workdir: Path, settle_s: float) -> Server:
         "--live-settle-s", str(settle_s),
         "--metrics-port", str(metrics_port),
         "--watch-queue-size", "1000000",
+        "--early-verdicts" if early else "--no-early-verdicts",
     ]  # fmt: skip
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     server = Server(process, otlp_port, grpc_port, metrics_port)
@@ -350,10 +397,12 @@ def throughput(server: Server, args: argparse.Namespace, graded: bool) -> float:
     return spans / (end - start)
 
 
-def paced(server: Server, traces_per_s: float, seconds: float, watch: bool) -> tuple[Any, float]:
+def paced(
+    server: Server, traces_per_s: float, seconds: float, watch: bool, spread: bool = False
+) -> tuple[Any, float]:
     """A paced stream; with `watch`, the root-end-to-result latencies (ms, settle included)."""
     watcher = Watcher(server) if watch else None
-    procs, barrier, out = _spawn(paced_sender, (server.otlp_port, traces_per_s, seconds), 1)
+    procs, barrier, out = _spawn(paced_sender, (server.otlp_port, traces_per_s, seconds, spread), 1)
     barrier.wait(timeout=300)
     ends, achieved = out.get(timeout=seconds + 600)
     for p in procs:
@@ -364,6 +413,20 @@ def paced(server: Server, traces_per_s: float, seconds: float, watch: bool) -> t
     watcher.close()
     latencies = [(watcher.arrived[t] - end) / 1e6 for t, end in ends.items()]
     return latencies, achieved
+
+
+def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> tuple[float, float]:
+    """Server CPU seconds per run over a spread stream, until every result arrived, and the
+    early checks per run."""
+    server = start_trajgrade(workdir, args.settle_s, early)
+    try:
+        before = server.cpu_s()
+        latencies, _ = paced(server, args.early_rate, args.early_s, watch=True, spread=True)
+        runs = len(latencies)
+        checks = _metric(server, "trajgrade_live_early_checks_total")
+        return (server.cpu_s() - before) / runs, checks / runs
+    finally:
+        server.stop()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -384,7 +447,18 @@ def main() -> int:
     parser.add_argument("--rss-rate", type=float, default=500.0, help="RSS stream: traces/s")
     parser.add_argument("--rss-short-s", type=float, default=10.0)
     parser.add_argument("--rss-long-s", type=float, default=30.0)
+    parser.add_argument(
+        "--rows",
+        default="throughput,latency,rss",
+        help="comma-separated rows to run: throughput (with its floor), latency, rss, early",
+    )
+    parser.add_argument("--early-rate", type=float, default=200.0, help="early rows: traces/s")
+    parser.add_argument("--early-s", type=float, default=10.0, help="early rows: seconds")
     args = parser.parse_args()
+    args.rows = set(args.rows.split(","))
+    unknown = args.rows - ROWS
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; pick from {sorted(ROWS)}")
     if args.floor_server:
         floor_main(args.floor_server)
         return 0
@@ -409,6 +483,9 @@ class Measurements:
     achieved: list[float] = field(default_factory=list)
     rss_short: list[int] = field(default_factory=list)
     rss_long: list[int] = field(default_factory=list)
+    cpu_off: list[float] = field(default_factory=list)
+    cpu_on: list[float] = field(default_factory=list)
+    checks_per_run: list[float] = field(default_factory=list)
     loads: dict[str, list[str]] = field(default_factory=dict)
 
     def row_done(self, name: str) -> None:
@@ -417,92 +494,141 @@ class Measurements:
 
 def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements) -> None:
     """One repeat: every row once, in the same order each time (interleaved with the others)."""
-    floor = start_floor()
-    try:
-        m.floor.append(throughput(floor, args, graded=False))
-    finally:
-        floor.stop()
-    m.row_done("floor")
-    server = start_trajgrade(workdir, args.settle_s)
-    try:
-        m.live.append(throughput(server, args, graded=True))
-    finally:
-        server.stop()
-    m.row_done("throughput")
-    server = start_trajgrade(workdir, args.settle_s)
-    try:
-        latencies, achieved = paced(server, args.rate, args.latency_s, watch=True)
-    finally:
-        server.stop()
-    m.row_done("latency")
-    latencies = [x - args.settle_s * 1000 for x in latencies]
-    m.p50.append(pct(latencies, 0.5))
-    m.p99.append(pct(latencies, 0.99))
-    m.achieved.append(achieved)
-    for name, seconds, into in (
-        ("rss_short", args.rss_short_s, m.rss_short),
-        ("rss_long", args.rss_long_s, m.rss_long),
-    ):
+    if "throughput" in args.rows:
+        floor = start_floor()
+        try:
+            m.floor.append(throughput(floor, args, graded=False))
+        finally:
+            floor.stop()
+        m.row_done("floor")
         server = start_trajgrade(workdir, args.settle_s)
         try:
-            paced(server, args.rss_rate, seconds, watch=False)
-            into.append(server.peak_rss_kib())
+            m.live.append(throughput(server, args, graded=True))
         finally:
             server.stop()
-        m.row_done(name)
+        m.row_done("throughput")
+    if "latency" in args.rows:
+        server = start_trajgrade(workdir, args.settle_s)
+        try:
+            latencies, achieved = paced(server, args.rate, args.latency_s, watch=True)
+        finally:
+            server.stop()
+        m.row_done("latency")
+        latencies = [x - args.settle_s * 1000 for x in latencies]
+        m.p50.append(pct(latencies, 0.5))
+        m.p99.append(pct(latencies, 0.99))
+        m.achieved.append(achieved)
+    if "rss" in args.rows:
+        for name, seconds, into in (
+            ("rss_short", args.rss_short_s, m.rss_short),
+            ("rss_long", args.rss_long_s, m.rss_long),
+        ):
+            server = start_trajgrade(workdir, args.settle_s)
+            try:
+                paced(server, args.rss_rate, seconds, watch=False)
+                into.append(server.peak_rss_kib())
+            finally:
+                server.stop()
+            m.row_done(name)
+    if "early" in args.rows:
+        m.cpu_off.append(cpu_per_run(workdir, args, early=False)[0])
+        m.row_done("cpu_off")
+        cpu, checks = cpu_per_run(workdir, args, early=True)
+        m.cpu_on.append(cpu)
+        m.checks_per_run.append(checks)
+        m.row_done("cpu_on")
+
+
+def _core_profile() -> str:
+    from trajgrade import _core  # noqa: PLC0415
+
+    return str(_core.build_profile)
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 def report(args: argparse.Namespace, m: Measurements) -> None:
     med = statistics.median
-    floor_rate, live_rate = med(m.floor), med(m.live)
-    short, long_ = med(m.rss_short), med(m.rss_long)
-    p99, achieved = med(m.p99), med(m.achieved)
     last = {name: loads[-1] for name, loads in m.loads.items()}
-    rows = [
-        ["floor: decode and discard", f"{rate(floor_rate)} spans/s", ratio(1.0), last["floor"]],
-        [
-            "trajgrade serve: ingest, assemble, grade",
-            f"{rate(live_rate)} spans/s",
-            ratio(live_rate / floor_rate),
-            last["throughput"],
-        ],
-        [
-            f"root end -> WatchResults, minus settle, at {rate(achieved)} traces/s",
-            f"p50 {med(m.p50):.2f} ms, p99 {p99:.2f} ms",
-            "",
-            last["latency"],
-        ],
-        [
-            f"peak RSS after {args.rss_short_s:g} s at {rate(args.rss_rate)} traces/s",
-            f"{short / 1024:,.1f} MiB",
-            ratio(1.0),
-            last["rss_short"],
-        ],
-        [
-            f"peak RSS after {args.rss_long_s:g} s",
-            f"{long_ / 1024:,.1f} MiB",
-            ratio(long_ / short),
-            last["rss_long"],
-        ],
-    ]
+    rows: list[list[str]] = []
+    floor_rate = live_rate = 0.0
+    if m.live:
+        floor_rate, live_rate = med(m.floor), med(m.live)
+        rows += [
+            ["floor: decode and discard", f"{rate(floor_rate)} spans/s", ratio(1.0), last["floor"]],
+            [
+                "trajgrade serve: ingest, assemble, grade",
+                f"{rate(live_rate)} spans/s",
+                ratio(live_rate / floor_rate),
+                last["throughput"],
+            ],
+        ]
+    p99 = achieved = 0.0
+    if m.p99:
+        p99, achieved = med(m.p99), med(m.achieved)
+        rows.append(
+            [
+                f"root end -> WatchResults, minus settle, at {rate(achieved)} traces/s",
+                f"p50 {med(m.p50):.2f} ms, p99 {p99:.2f} ms",
+                "",
+                last["latency"],
+            ]
+        )
+    short = long_ = 0.0
+    if m.rss_short:
+        short, long_ = med(m.rss_short), med(m.rss_long)
+        rows += [
+            [
+                f"peak RSS after {args.rss_short_s:g} s at {rate(args.rss_rate)} traces/s",
+                f"{short / 1024:,.1f} MiB",
+                ratio(1.0),
+                last["rss_short"],
+            ],
+            [
+                f"peak RSS after {args.rss_long_s:g} s",
+                f"{long_ / 1024:,.1f} MiB",
+                ratio(long_ / short),
+                last["rss_long"],
+            ],
+        ]
+    if m.cpu_on:
+        off, on = med(m.cpu_off), med(m.cpu_on)
+        where = (
+            f"{rate(args.early_rate)} traces/s, spans over exports, "
+            f"{med(m.checks_per_run):.1f} checks/run when on"
+        )
+        for name, value, base in (("off", off, off), ("on", on, off)):
+            rows.append(
+                [
+                    f"server CPU per run, early verdicts {name}, {where}",
+                    f"{value * 1e3:.3f} ms",
+                    ratio(value / base),
+                    last[f"cpu_{name}"],
+                ]
+            )
     print()
     print(
         table(
             f"Live grading: medians of {args.repeats} repeats, {args.senders} exporter "
-            f"processes, {SPANS_PER_TRACE} spans per run, {args.batch} spans per export",
+            f"processes, {SPANS_PER_TRACE} spans per run, {args.batch} spans per export, "
+            f"core build {_core_profile()}",
             ["row", "median", "ratio", "load average (1/5/15 min)"],
             rows,
         )
     )
-
-    def met(ok: bool) -> str:
-        return "met" if ok else "NOT met"
-
-    sustained = "" if achieved >= args.rate * 0.95 else "; the sender could not sustain the rate"
-    print(f"targets: throughput >= 70% of floor: {met(live_rate >= 0.7 * floor_rate)}", end="")
-    print(f" ({live_rate / floor_rate:.0%})", end="")
-    print(f"; p99 < 5 ms: {met(p99 < 5)} ({p99:.2f} ms at {rate(achieved)} traces/s{sustained})")
-    print(f"RSS flat within 10%: {met(abs(long_ / short - 1) <= 0.10)} ({long_ / short - 1:+.1%})")
+    if m.live:
+        print(f"targets: throughput >= 70% of floor: {met(live_rate >= 0.7 * floor_rate)}", end="")
+        print(f" ({live_rate / floor_rate:.0%})")
+    if m.p99:
+        sustained = (
+            "" if achieved >= args.rate * 0.95 else "; the sender could not sustain the rate"
+        )
+        print(f"p99 < 5 ms: {met(p99 < 5)} ({p99:.2f} ms at {rate(achieved)} traces/s{sustained})")
+    if m.rss_short:
+        change = long_ / short - 1
+        print(f"RSS flat within 10%: {met(abs(change) <= 0.10)} ({change:+.1%})")
     print(f"load average at the end: {loadavg()}")
 
 

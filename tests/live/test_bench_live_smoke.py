@@ -19,6 +19,7 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         sys.executable, str(BENCH), "--repeats", "1", "--senders", "1", "--traces", "20",
         "--latency-s", "0.5", "--rate", "50", "--rss-rate", "20",
         "--rss-short-s", "0.5", "--rss-long-s", "1",
+        "--rows", "throughput,latency,rss,early", "--early-rate", "20", "--early-s", "0.5",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -29,6 +30,8 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "root end -> WatchResults, minus settle",
         "peak RSS after 0.5 s",
         "peak RSS after 1 s",
+        "server CPU per run, early verdicts off",
+        "server CPU per run, early verdicts on",
     ):
         assert row in out, out
     assert "targets: throughput >= 70% of floor:" in out

@@ -92,6 +92,10 @@ class Run:
     # Bumped on every change: a timer entry of an older version is stale.
     version: int = 0
     completion: str = ""
+    # Early verdicts (live/early.py): the version last checked, and the (suite id, assertion
+    # index) pairs already reported (added to on the grading thread only).
+    early_checked: int = -1
+    early_sent: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def complete_when_quiet(self) -> bool:
@@ -111,6 +115,8 @@ class AddOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     complete: list[Run] = field(default_factory=list)
     late_runs: dict[str, int] = field(default_factory=dict)
+    # Runs still open that this request touched (candidates for an early check).
+    open_touched: list[Run] = field(default_factory=list)
 
     def count(self, outcome: str, n: int = 1) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + n
@@ -159,6 +165,7 @@ class Assembler:
                 out.complete.append(self._close(key, END_MARKER))
             elif key in self._open:
                 self._arm(run)
+                out.open_touched.append(run)
         return out
 
     def add_events(self, events: Iterable[EventRecord], now: float) -> AddOutcome:
@@ -185,6 +192,7 @@ class Assembler:
         for key, run in touched.items():
             if key in self._open:
                 self._arm(run)
+                out.open_touched.append(run)
         return out
 
     def _add_span(self, span: IncomingSpan, now: float, out: AddOutcome) -> Run | None:
@@ -269,6 +277,7 @@ class Assembler:
             run.ended = run.ended or provisional.ended
             run.trace_ids.append(trace_id)
             run.service = run.service or provisional.service
+            run.early_sent |= provisional.early_sent
         self._key_of_trace[trace_id] = group
         run.version += 1
         return run

@@ -30,8 +30,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from trajgrade import _core
 from trajgrade.importers import otlp
 from trajgrade.importers.report import ImportReport
-from trajgrade.live import assembly
+from trajgrade.live import assembly, early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
+from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.routes import RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink
 from trajgrade.live.watch import Published, WatchHub
@@ -103,6 +104,25 @@ def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
     return (traces[0] if traces else None), report
 
 
+@dataclass(frozen=True)
+class EarlyCheck:
+    """An open run as it stood when its early check was taken (copies: the loop goes on
+    adding to the run while the grading thread maps these)."""
+
+    run: Run
+    spans: list[Any]
+    events: list[Any]
+
+
+@dataclass(frozen=True)
+class EarlyVerdict:
+    """One early failure, ready to publish."""
+
+    suite_id: str
+    service: str
+    payload: bytes
+
+
 class LiveGrader:
     """The live grading of one server process."""
 
@@ -111,7 +131,11 @@ class LiveGrader:
         self.settings = settings
         self.grader = grader
         self.metrics = metrics
-        self.routes = RoutesFile(settings.routes, grader)
+        self.routes = RoutesFile(settings.routes, grader, early=settings.early_verdicts)
+        self.early_suites = EarlySuites(grader)
+        # Open runs waiting for an early check, by key (a run is checked once however many
+        # requests touched it meanwhile).
+        self._early_due: dict[str, Run] = {}
         self.assembler = Assembler(
             AssemblyConfig(
                 group_by=settings.live_group_by,
@@ -234,8 +258,31 @@ class LiveGrader:
             )
         if outcome.complete:
             self._completed.put_nowait(outcome.complete)
+        if self.settings.early_verdicts:
+            self._schedule_early(outcome.open_touched)
         self._update_gauges()
         self._wake.set()
+
+    def _schedule_early(self, runs: list[Run]) -> None:
+        wake = not self._early_due
+        for run in runs:
+            if len(run.spans) <= self.settings.live_early_max_spans:
+                self._early_due[run.key] = run
+        if wake and self._early_due:
+            self._completed.put_nowait([])  # wakes the worker
+
+    def _take_early(self) -> list[EarlyCheck]:
+        """The due checks of runs still open that changed since their last check."""
+        due, self._early_due = self._early_due, {}
+        checks = []
+        for run in due.values():
+            if run.completion or run.early_checked == run.version:
+                continue
+            if len(run.spans) > self.settings.live_early_max_spans:
+                continue
+            run.early_checked = run.version
+            checks.append(EarlyCheck(run, list(run.spans), list(run.events)))
+        return checks
 
     def _update_gauges(self) -> None:
         self.metrics.open_traces.set(self.assembler.open_runs)
@@ -274,7 +321,22 @@ class LiveGrader:
                     self._completed.put_nowait(None)
                     break
                 runs.extend(more)
+            checks = self._take_early()
+            if not runs and not checks:
+                continue
             routes = self.routes.current
+            if checks:
+                # Before the completed runs: a run's early verdicts precede its result.
+                try:
+                    verdicts = await loop.run_in_executor(
+                        self._grading, self._check_early, checks, routes
+                    )
+                except Exception:
+                    log.exception("early checks failed for %d runs", len(checks))
+                else:
+                    self._publish_early(verdicts)
+            if not runs:
+                continue
             try:
                 results = await loop.run_in_executor(self._grading, self._grade, runs, routes)
             except Exception:
@@ -288,12 +350,77 @@ class LiveGrader:
         out: list[LiveResult] = []
         for run in runs:
             self.metrics.traces.labels(run.completion).inc()
+            graded: list[LiveResult] = []
             try:
-                out.extend(self._grade_run(run, routes))
+                graded = self._grade_run(run, routes)
             except Exception:
                 log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
                 self._drop(run, "error")
+            if run.early_sent:
+                self._settle_early(run, graded)
+            out.extend(graded)
         return out
+
+    def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
+        """Count what the final results made of the run's early verdicts."""
+        finals = {
+            r.suite_id: r.outcome.result
+            for r in graded
+            if r.outcome.WhichOneof("outcome") == "result"
+        }
+        for suite_id, index in run.early_sent:
+            final = finals.get(suite_id)
+            if final is None or index >= len(final.results):
+                outcome = "not_graded"
+            elif final.results[index].status == result_pb2.ASSERTION_STATUS_FAIL:
+                outcome = "confirmed"
+            else:
+                outcome = "overturned"
+            self.metrics.early_outcomes.labels(outcome).inc()
+
+    def _check_early(self, checks: list[EarlyCheck], routes: Any) -> list[EarlyVerdict]:
+        """On the grading thread: grade each open run's spans so far against the early
+        sub-suites of its routed suites; each new early failure once per run, suite and
+        assertion."""
+        out: list[EarlyVerdict] = []
+        for check in checks:
+            try:
+                out.extend(self._check_run(check, routes))
+            except Exception:
+                run = check.run
+                log.exception("early check of run %s failed", run.key, extra={"trace_id": run.key})
+        return out
+
+    def _check_run(self, check: EarlyCheck, routes: Any) -> list[EarlyVerdict]:
+        run = check.run
+        subs = [sub for ref in routes.suites_for(check.spans) if (sub := self._early(ref))]
+        if not subs:
+            return []
+        self.metrics.early_checks.inc()
+        report = ImportReport()
+        group_by = self.settings.live_group_by
+        traces = list(otlp.map_spans(check.spans, check.events, report, group_by=group_by))
+        if not traces:
+            return []
+        payload = traces[0].SerializeToString()
+        out = []
+        for sub in subs:
+            outcome = result_pb2.TraceOutcome.FromString(sub.compiled.grade_batch([payload])[0])
+            for index, item in sub.failures(outcome):
+                if (sub.suite_id, index) in run.early_sent:
+                    continue
+                run.early_sent.add((sub.suite_id, index))
+                body = early.response(run.key, run.service, sub.suite_id, outcome.result, item)
+                out.append(EarlyVerdict(sub.suite_id, run.service, body))
+        return out
+
+    def _early(self, ref: SuiteRef) -> EarlySuite | None:
+        if ref.early is not None:
+            return ref.early
+        if ref.compiled is not None:
+            return None  # a suite file with no early-capable assertion
+        suite = ref.resolve(self.grader)
+        return None if suite is None else self.early_suites.get(suite)
 
     def _grade_run(self, run: Run, routes: Any) -> list[LiveResult]:
         suites = routes.suites_for(run.spans)
@@ -346,16 +473,30 @@ class LiveGrader:
             extra={"trace_id": run.key, "reason": reason},
         )
 
+    def _publish_early(self, verdicts: list[EarlyVerdict]) -> None:
+        """Early verdicts go to the watchers only: the final result is the one counted,
+        written to the sink and written back."""
+        for verdict in verdicts:
+            self.metrics.early_verdicts.inc()
+            item = Published(
+                verdict.suite_id, result_pb2.VERDICT_FAIL, verdict.service, verdict.payload
+            )
+            self.hub.publish(item)
+        self._note_watchers()
+
+    def _note_watchers(self) -> None:
+        self.metrics.watchers.set(len(self.hub))
+        if self.hub.dropped:
+            self.metrics.watchers_cut.inc(self.hub.dropped)
+            self.hub.dropped = 0
+
     def _publish(self, results: list[LiveResult]) -> None:
         for result in results:
             self._count(result)
             outcome = result.outcome
             verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
             self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
-        self.metrics.watchers.set(len(self.hub))
-        if self.hub.dropped:
-            self.metrics.watchers_cut.inc(self.hub.dropped)
-            self.hub.dropped = 0
+        self._note_watchers()
         if self.writer is not None:
             stamp = now_ns()
             for result in results:

@@ -24,7 +24,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ import yaml
 
 from trajgrade import _core
 from trajgrade.importers.otlp import SpanRecord
+from trajgrade.live.early import EarlySuite, early_suite
 from trajgrade.suite_formats import SuiteFormatError
 from trajgrade.suites import load_suites
 
@@ -49,6 +50,9 @@ class SuiteRef:
     label: str
     compiled: Any = None  # _core.CompiledSuite
     suite_id: str = ""
+    # Its early-capable assertions (--early-verdicts), compiled with it; None for a
+    # registered suite (made when first used) or a suite with none.
+    early: EarlySuite | None = field(default=None, compare=False)
 
     def resolve(self, grader: _core.Grader) -> Any:
         """The compiled suite (a registered one is looked up now: it may come later)."""
@@ -118,8 +122,9 @@ def attribute_values(spans: Iterable[SpanRecord], keys: frozenset[str]) -> dict[
     return values
 
 
-def load_routes(path: Path, grader: _core.Grader) -> Routes:
-    """Parse and check the whole file, compiling every suite file it names."""
+def load_routes(path: Path, grader: _core.Grader, *, early: bool = False) -> Routes:
+    """Parse and check the whole file, compiling every suite file it names (and, with
+    `early`, each one's early sub-suite)."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -132,11 +137,11 @@ def load_routes(path: Path, grader: _core.Grader) -> Routes:
     routes = []
     for number, entry in enumerate(document["routes"], start=1):
         where = f"{path}: routes[{number}]"
-        routes.append(_route(entry, where, path.parent, grader))
+        routes.append(_route(entry, where, path.parent, grader, early))
     return Routes(tuple(routes))
 
 
-def _route(entry: Any, where: str, base: Path, grader: _core.Grader) -> Route:
+def _route(entry: Any, where: str, base: Path, grader: _core.Grader, early: bool) -> Route:
     if not isinstance(entry, dict):
         raise RoutesError(f"{where}: a route is a mapping")
     unknown = set(entry) - {"name", "match", "suites", "continue"}
@@ -153,7 +158,7 @@ def _route(entry: Any, where: str, base: Path, grader: _core.Grader) -> Route:
     if not isinstance(suites, list) or not suites:
         raise RoutesError(f"{where}: suites must list at least one suite")
     refs = tuple(
-        _suite(item, f"{where}.suites[{i}]", base, grader) for i, item in enumerate(suites)
+        _suite(item, f"{where}.suites[{i}]", base, grader, early) for i, item in enumerate(suites)
     )
     keep_going = entry.get("continue", False)
     if not isinstance(keep_going, bool):
@@ -161,7 +166,7 @@ def _route(entry: Any, where: str, base: Path, grader: _core.Grader) -> Route:
     return Route(name, matchers, refs, keep_going)
 
 
-def _suite(item: Any, where: str, base: Path, grader: _core.Grader) -> SuiteRef:
+def _suite(item: Any, where: str, base: Path, grader: _core.Grader, early: bool) -> SuiteRef:
     if isinstance(item, str):
         item = {"file": item}
     if not isinstance(item, dict) or len({"file", "suite_id"} & item.keys()) != 1:
@@ -174,18 +179,20 @@ def _suite(item: Any, where: str, base: Path, grader: _core.Grader) -> SuiteRef:
         found = load_suites(path, format=str(item.get("format", "auto")))
         suite = found.pick(str(item["test"])) if "test" in item else found.only()
         compiled = grader.compile_suite(suite.SerializeToString(deterministic=True))
+        sub = early_suite(grader, compiled) if early else None
     except (SuiteFormatError, _core.TrajgradeError, ValueError) as exc:
         raise RoutesError(f"{where}: {path}: {exc}") from exc
-    return SuiteRef(label=str(path), compiled=compiled, suite_id=compiled.suite_id)
+    return SuiteRef(label=str(path), compiled=compiled, suite_id=compiled.suite_id, early=sub)
 
 
 class RoutesFile:
     """The routes in force, reloaded when the file changes (mtime poll) or on SIGHUP; a bad
     file keeps the previous routes and logs why."""
 
-    def __init__(self, path: str, grader: _core.Grader) -> None:
+    def __init__(self, path: str, grader: _core.Grader, *, early: bool = False) -> None:
         self.path = Path(path)
         self._grader = grader
+        self._early = early
         self._stamp: tuple[int, int] | None = None
         self.current = Routes()
         self.loads = 0
@@ -201,7 +208,7 @@ class RoutesFile:
     def load(self) -> Routes:
         """Load now (startup: an error propagates)."""
         stamp = self._file_stamp()
-        routes = load_routes(self.path, self._grader)
+        routes = load_routes(self.path, self._grader, early=self._early)
         self.current, self._stamp = routes, stamp
         self.loads += 1
         return routes
@@ -214,7 +221,7 @@ class RoutesFile:
             return "unchanged"
         self._stamp = stamp  # a bad file is reported once, not on every poll
         try:
-            self.current = load_routes(self.path, self._grader)
+            self.current = load_routes(self.path, self._grader, early=self._early)
         except RoutesError as exc:
             self.errors += 1
             log.error("routes file not reloaded, the previous routes stay in force: %s", exc)

@@ -133,6 +133,24 @@ class LiveMetrics:
             ["code"],
             registry=registry,
         )
+        self.early_checks = Counter(
+            "trajgrade_live_early_checks",
+            "Open runs graded on their spans so far for early verdicts (--early-verdicts).",
+            registry=registry,
+        )
+        self.early_verdicts = Counter(
+            "trajgrade_live_early_verdicts",
+            "Early verdicts published: an assertion failed before its run ended (once per run, "
+            "suite and assertion; never in the results, the sink or write-back).",
+            registry=registry,
+        )
+        self.early_outcomes = Counter(
+            "trajgrade_live_early_outcomes",
+            "Early verdicts by what the final result said: confirmed (the assertion failed "
+            "too), overturned (it passed), not_graded (no final result for that suite).",
+            ["outcome"],
+            registry=registry,
+        )
         self.routes_reloads = Counter(
             "trajgrade_live_routes_reloads",
             "Routes file loads by result (ok, error: the previous routes stay).",

@@ -254,6 +254,16 @@ class Settings:
     watch_queue_size: int = _setting(
         1_024, "results buffered per WatchResults caller; a caller that falls behind is cut", int
     )
+    early_verdicts: bool = _setting(
+        False,
+        "report an assertion that fails before its run ends (forbidden or unexpected tool, "
+        "over a max count, budget or time) at once on WatchResults, marked early; the final "
+        "result still comes at completion and is the one counted",
+        _bool,
+    )
+    live_early_max_spans: int = _setting(
+        1_000, "open runs with more spans than this get no early checks (bounds their cost)", int
+    )
     # Observability.
     metrics_port: int | None = _setting(
         None, "serve Prometheus metrics over HTTP on this port (worker i uses port+i)", _opt_int
@@ -296,6 +306,7 @@ class Settings:
             "live_max_bytes",
             "live_late_memory",
             "watch_queue_size",
+            "live_early_max_spans",
         ]
         for name in positive:
             if getattr(self, name) < 1:

@@ -452,7 +452,10 @@ class WatchResultsResponse(_message.Message):
     shutdown (see `completion`).
     """
     early: _builtins.bool
-    """True for an early verdict reported before the run ended (reserved: not sent yet)."""
+    """True for an early verdict (`--early-verdicts`): an assertion that failed for good before
+    the run ended, reported at once; `result` holds only that assertion, `completion` is
+    empty, and the run's final result still follows (the one counted).
+    """
     completion: _builtins.str
     """Why the run was taken as complete: settled, end_marker, idle_timeout, open_traces_cap,
     bytes_cap or shutdown.

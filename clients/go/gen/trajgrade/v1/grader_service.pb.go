@@ -880,7 +880,9 @@ type WatchResultsResponse struct {
 	// True when the run was graded without its end: idle timeout, a cap, a refused span or
 	// shutdown (see `completion`).
 	CutOff bool `protobuf:"varint,4,opt,name=cut_off,json=cutOff,proto3" json:"cut_off,omitempty"`
-	// True for an early verdict reported before the run ended (reserved: not sent yet).
+	// True for an early verdict (`--early-verdicts`): an assertion that failed for good before
+	// the run ended, reported at once; `result` holds only that assertion, `completion` is
+	// empty, and the run's final result still follows (the one counted).
 	Early bool `protobuf:"varint,5,opt,name=early,proto3" json:"early,omitempty"`
 	// The result, exactly as `trajgrade regrade` of the same spans gives it.
 	Result *GradeResult `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
