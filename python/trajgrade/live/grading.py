@@ -137,7 +137,7 @@ class LiveGrader:
         self.writer = (
             None
             if settings.otlp_export_endpoint is None
-            else LogWriter(settings.otlp_export_endpoint, metrics)
+            else LogWriter(settings.export_target(), metrics)
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
