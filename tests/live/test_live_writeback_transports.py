@@ -6,6 +6,8 @@ and a partial success are counted."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -15,10 +17,12 @@ from pathlib import Path
 import grpc
 import pytest
 from aiohttp import web
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.logs.v1 import logs_pb2
 from server.test_server_ops import Pki  # tests/server: the throwaway CA of the TLS tests
+from trajgrade.live import export_transport
 from trajgrade.live.writeback import EVENT_NAME
 from trajgrade.v1 import grader_service_pb2
 
@@ -279,3 +283,55 @@ async def test_grpc_mutual_tls_needs_the_client_certificate(
         assert len(sink.records) == expected  # only the first server's
     finally:
         await server.stop(0)
+
+
+class ThrottlingSink(LogsSink):
+    """A gRPC logs receiver whose first call is RESOURCE_EXHAUSTED with a RetryInfo delay."""
+
+    def __init__(self, delay_s: int) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.at: list[float] = []
+
+    async def Export(  # noqa: N802 (the generated servicer's name)
+        self, request: logs_service_pb2.ExportLogsServiceRequest, context: grpc.aio.ServicerContext
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
+        self.at.append(time.monotonic())
+        if len(self.at) == 1:
+            info = error_details_pb2.RetryInfo()
+            info.retry_delay.FromSeconds(self.delay_s)
+            status = status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+            status.message = "slow down"
+            status.details.add().Pack(info)
+            await context.abort_with_status(rpc_status.to_status(status))
+        return await super().Export(request, context)
+
+
+async def test_grpc_retry_info_sets_the_delay(make_live: LiveFactory, spans_file: Path) -> None:
+    server = grpc.aio.server()
+    sink = ThrottlingSink(delay_s=1)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(sink, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        live = await make_live(
+            otlp_export_endpoint=f"http://127.0.0.1:{port}", otlp_export_protocol="grpc"
+        )
+        live.server.live.writer.backoff_s = 600.0  # only the RetryInfo delay brings the retry
+        expected = await grade_one(live, spans_file)
+        await eventually(lambda: sent(live) == expected, what="the retried batch")
+        assert sink.at[1] - sink.at[0] >= 0.9
+        assert live.metric("trajgrade_live_writeback_errors_total", code="RESOURCE_EXHAUSTED") == 1
+    finally:
+        await server.stop(0)
+
+
+def test_retry_after_in_seconds_or_as_a_date() -> None:
+    assert export_transport._retry_after("7") == 7.0
+    soon = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30), usegmt=True
+    )
+    assert 25.0 <= (export_transport._retry_after(soon) or 0.0) <= 30.0
+    assert export_transport._retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # passed
+    assert export_transport._retry_after("soon") is None
+    assert export_transport._retry_after(None) is None
