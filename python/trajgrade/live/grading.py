@@ -43,8 +43,8 @@ from trajgrade.v1 import grader_service_pb2, result_pb2
 
 log = logging.getLogger("trajgrade.live")
 
-# Drain: the write-back's flush without a grace period; what the end of grading and the sink's
-# last write may take past the grace period (they finish a run, an fsync).
+# Drain: the write-back's flush without a grace period; what the end of grading may take past
+# the grace period (the run being graded, the publishing of its trip).
 _DEFAULT_FLUSH_S = 5.0
 _GRADING_MARGIN_S = 0.5
 # Runs graded in one trip to the grading thread, whose results are then published on the loop
@@ -203,15 +203,10 @@ class LiveGrader:
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
-        # The grading thread stops at the deadline between two runs: the margin covers the run
-        # it is on and the publishing of what it graded.
-        if self._tasks:
-            _, late = await asyncio.wait(self._tasks, timeout=_left(deadline, _GRADING_MARGIN_S))
-            for task in late:
-                log.error("draining: grading still busy past the grace period; abandoned")
-                task.cancel()
+        await self._finish_grading(deadline)
         if self._writes:
-            await asyncio.wait(self._writes, timeout=_left(deadline, _GRADING_MARGIN_S))
+            # Not bounded: rows of results already published (local disk, one fsync a trip).
+            await asyncio.wait(self._writes)
         self._update_gauges()
         unsent = 0
         if self.writer is not None:
@@ -239,6 +234,21 @@ class LiveGrader:
         self._writing.shutdown(wait=False)
         if self.sink is not None:
             self.sink.close()
+
+    async def _finish_grading(self, deadline: float | None) -> None:
+        """Wait for the worker: the grading thread stops at the deadline between two runs, the
+        margin covers the run it is on and the publishing of its trip."""
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(self._tasks, timeout=_left(deadline, _GRADING_MARGIN_S))
+        for task in late:
+            log.error("draining: grading still busy past the grace period; abandoned")
+            task.cancel()
+        # Runs the worker did not get to, if it was abandoned: counted all the same.
+        while not self._completed.empty():
+            left = self._completed.get_nowait()
+            if left is not None:
+                self._expired(left)
 
     # --- intake -------------------------------------------------------------------------------
 
@@ -309,6 +319,8 @@ class LiveGrader:
             runs = await self._completed.get()
             if runs is None:
                 return
+            if self._past(runs):
+                continue
             # Take the runs already completed: one trip to the grading thread for up to
             # _RUNS_PER_TRIP (their results are published between trips).
             while not self._completed.empty() and len(runs) < _RUNS_PER_TRIP:
@@ -379,6 +391,13 @@ class LiveGrader:
             self.metrics.dropped.labels("suite_not_found").inc()
             log.error("routes name %s, which is not registered: not graded", ref.label)
         return suite
+
+    def _past(self, runs: list[Run]) -> bool:
+        """Past the drain's deadline: the runs are counted here, without a trip to the thread."""
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return False
+        self._expired(runs)
+        return True
 
     def _expired(self, runs: list[Run]) -> None:
         """Runs the drain's grace period left no time for: counted (one log line, in drain)."""
