@@ -116,7 +116,7 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
 GRACE_S = 1.0
 # Past the grace period: the run being graded, the last sink write, the receivers' and gRPC
 # server's stop, the interpreter's exit (a loaded 2-core CI machine).
-EXIT_MARGIN_S = 2.5
+EXIT_MARGIN_S = 3.0
 OPEN_RUNS = 6000
 
 
@@ -194,18 +194,21 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
         await otlp_channel.close()
     lines = serve_log.read_text().splitlines()
     assert code == 0, "\n".join(lines[-20:])
+    tail = "\n".join(lines[-8:])
     print(f"exit {elapsed:.2f}s after SIGTERM (grace {GRACE_S}s)")
-    assert elapsed < GRACE_S + EXIT_MARGIN_S, f"exit took {elapsed:.2f}s"
+    assert elapsed < GRACE_S + EXIT_MARGIN_S, f"exit took {elapsed:.2f}s\n{tail}"
     entries = [json.loads(line) for line in lines if line.startswith("{")]
-    (summary,) = [e for e in entries if "runs_not_graded" in e]
+    summaries = [e for e in entries if "runs_not_graded" in e]
+    assert len(summaries) == 1, tail
+    summary = summaries[0]
     rows = [json.loads(line) for line in sink.read_bytes().splitlines()]
     assert all(row["live"]["completion"] == "shutdown" for row in rows)
     # Every open run is either graded (its row in the sink) or counted as not graded, and
     # every record of the graded ones is counted as not sent.
     assert summary["runs_open"] == OPEN_RUNS
     assert 0 < len(rows) < OPEN_RUNS, "the grace period should cut the grading short"
-    assert summary["runs_not_graded"] == OPEN_RUNS - len(rows)
+    assert summary["runs_not_graded"] == OPEN_RUNS - len(rows), tail
     records = sum(len(row["results"]) for row in rows)
     # Records past the write-back queue's bound were dropped as they came (dropped_queue_full).
     queue_size = inspect.signature(LogWriter).parameters["queue_size"].default
-    assert summary["writeback_unsent"] == min(records, queue_size)
+    assert summary["writeback_unsent"] == min(records, queue_size), tail

@@ -46,7 +46,7 @@ log = logging.getLogger("trajgrade.live")
 # Drain: the write-back's flush without a grace period; what the end of grading may take past
 # the grace period (the run being graded, the publishing of its trip).
 _DEFAULT_FLUSH_S = 5.0
-_GRADING_MARGIN_S = 0.5
+_GRADING_MARGIN_S = 1.0
 # Runs graded in one trip to the grading thread, whose results are then published on the loop
 # at once (bounds the time the drain spends past its deadline).
 _RUNS_PER_TRIP = 128
