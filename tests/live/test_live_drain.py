@@ -1,17 +1,25 @@
 """SIGTERM on a `trajgrade serve` process (unix sockets) with an open run: it is graded as cut
 off (completion `shutdown`), sent to watchers and written to the sink before the exit (0).
-SIGHUP before it reloads the routes."""
+SIGHUP before it reloads the routes. With more open runs than the grace period can grade and a
+write-back endpoint that never answers, the exit still comes within the grace period, and what
+did not fit is counted."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import grpc
+import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from trajgrade.live.writeback import LogWriter
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc
 
 from .conftest import (
@@ -103,3 +111,104 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
         ("shutdown", True),
     ]
     assert watch.error is not None and watch.error.code() == grpc.StatusCode.UNAVAILABLE
+
+
+GRACE_S = 1.0
+# Past the grace period: the run being graded, the last sink write, the receivers' and gRPC
+# server's stop, the interpreter's exit (a loaded 2-core CI machine).
+EXIT_MARGIN_S = 3.0
+OPEN_RUNS = 6000
+
+
+def open_runs(spans_file: Path, count: int) -> list[trace_service_pb2.ExportTraceServiceRequest]:
+    """`count` runs that stay open (a run without its root span, under new trace ids), in
+    export requests of 250 runs."""
+    _, second = by_trace(span_items(spans_file)).values()
+    template = [item for item in second if item.span.parent_span_id]
+    requests = []
+    for start in range(0, count, 250):
+        request = export_request(template * min(250, count - start))
+        per_run = len(template)
+        for index, resource_spans in enumerate(request.resource_spans):
+            run = start + index // per_run
+            resource_spans.scope_spans[0].spans[0].trace_id = (run + 1).to_bytes(16, "big")
+        requests.append(request)
+    return requests
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+@pytest.mark.timeout(180)
+async def test_sigterm_drain_is_bounded_by_the_grace_period(
+    spans_file: Path, tmp_path: Path, protocol: str
+) -> None:
+    write_config(tmp_path)
+    api, otlp_socket, sink = tmp_path / "api.sock", tmp_path / "otlp.sock", tmp_path / "out.jsonl"
+    # A write-back endpoint that never answers: the kernel completes the connections (backlog),
+    # nothing ever reads or replies.
+    silent = socket.create_server(("127.0.0.1", 0), backlog=64)
+    port = silent.getsockname()[1]
+    export = (
+        ["--otlp-export-endpoint", f"127.0.0.1:{port}", "--otlp-export-insecure"]
+        if protocol == "grpc"
+        else ["--otlp-export-endpoint", f"http://127.0.0.1:{port}"]
+    )
+    serve_log = tmp_path / "serve.log"
+    log = serve_log.open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "trajgrade", "serve",
+            "--listen", f"unix:{api}",
+            "--otlp-grpc", f"unix:{otlp_socket}",
+            "--routes", str(tmp_path / "routes.yaml"),
+            "--results-jsonl", str(sink),
+            "--live-idle-timeout-s", "600",
+            "--grace-period-s", str(GRACE_S),
+            "--log-format", "json",
+            *export,
+        ],
+        env=subprocess_env(),
+        stderr=log,
+    )  # fmt: skip
+    otlp_channel = grpc.aio.insecure_channel(f"unix:{otlp_socket}")
+    try:
+        await eventually(lambda: otlp_socket.exists() and api.exists(), what="the sockets")
+        await otlp_channel.channel_ready()
+        send = otlp_channel.unary_unary(
+            TRACE_EXPORT,
+            request_serializer=trace_service_pb2.ExportTraceServiceRequest.SerializeToString,
+            response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString,
+        )
+        for request in open_runs(spans_file, OPEN_RUNS):
+            response = await send(request, timeout=30)
+            assert not response.HasField("partial_success")
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(process.wait, 60)
+        elapsed = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+        silent.close()
+        await otlp_channel.close()
+    lines = serve_log.read_text().splitlines()
+    assert code == 0, "\n".join(lines[-20:])
+    tail = "\n".join(lines[-8:])
+    print(f"exit {elapsed:.2f}s after SIGTERM (grace {GRACE_S}s)")
+    assert elapsed < GRACE_S + EXIT_MARGIN_S, f"exit took {elapsed:.2f}s\n{tail}"
+    entries = [json.loads(line) for line in lines if line.startswith("{")]
+    summaries = [e for e in entries if "runs_not_graded" in e]
+    assert len(summaries) == 1, tail
+    summary = summaries[0]
+    rows = [json.loads(line) for line in sink.read_bytes().splitlines()]
+    assert all(row["live"]["completion"] == "shutdown" for row in rows)
+    # Every open run is either graded (its row in the sink) or counted as not graded, and
+    # every record of the graded ones is counted as not sent.
+    assert summary["runs_open"] == OPEN_RUNS
+    assert 0 < len(rows) < OPEN_RUNS, "the grace period should cut the grading short"
+    assert summary["runs_not_graded"] == OPEN_RUNS - len(rows), tail
+    records = sum(len(row["results"]) for row in rows)
+    # Records past the write-back queue's bound were dropped as they came (dropped_queue_full).
+    queue_size = inspect.signature(LogWriter).parameters["queue_size"].default
+    assert summary["writeback_unsent"] == min(records, queue_size), tail

@@ -150,3 +150,93 @@ def test_sink_rotates_and_rotated_files_are_results_files(tmp_path: Path) -> Non
     assert [p.name for p in rotated] == ["results.3.jsonl", "results.4.jsonl"]
     compared = diff_files(str(rotated[0]), str(rotated[0]))
     assert (compared.common, compared.flipped) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "extra", "protocol", "address", "tls"),
+    [
+        # A bare address or grpc:// is gRPC, and TLS unless insecure (OTel's rule).
+        ("collector:4317", [], "grpc", "collector:4317", True),
+        ("collector:4317", ["--otlp-export-insecure"], "grpc", "collector:4317", False),
+        ("grpc://collector:4317", [], "grpc", "collector:4317", True),
+        ("unix:/run/otlp.sock", ["--otlp-export-insecure"], "grpc", "unix:/run/otlp.sock", False),
+        # http(s):// is OTLP/HTTP, its scheme the security; the base URL gets /v1/logs.
+        ("http://collector:4318", [], "http/protobuf", "http://collector:4318/v1/logs", False),
+        ("https://gw.example/otlp/", [], "http/protobuf", "https://gw.example/otlp/v1/logs", True),
+        ("https://gw.example/v1/logs", [], "http/protobuf", "https://gw.example/v1/logs", True),
+        # The protocol flag wins over the scheme; for gRPC the scheme is then the security.
+        (
+            "http://collector:4317",
+            ["--otlp-export-protocol", "grpc"],
+            "grpc",
+            "collector:4317",
+            False,
+        ),
+        (
+            "https://collector:4317",
+            ["--otlp-export-protocol", "grpc"],
+            "grpc",
+            "collector:4317",
+            True,
+        ),
+    ],
+)
+def test_export_endpoint_protocol_and_security(
+    endpoint: str, extra: list[str], protocol: str, address: str, tls: bool
+) -> None:
+    target = parse("--otlp-export-endpoint", endpoint, *extra).export_target()
+    assert (target.protocol, target.address, target.tls) == (protocol, address, tls)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ("--otlp-export-endpoint ftp://c:1", "scheme must be"),
+        ("--otlp-export-endpoint c:4318 --otlp-export-protocol http/protobuf", "needs an http"),
+        ("--otlp-export-endpoint c:4317 --otlp-export-protocol http/json", "grpc or http/proto"),
+        ("--otlp-export-endpoint grpc://c:4317/v1/logs", "without a path"),
+        ("--otlp-export-endpoint https://c --otlp-export-insecure", "insecure is set"),
+        ("--otlp-export-endpoint http://c --otlp-export-ca ca.pem", "plaintext"),
+        (
+            "--otlp-export-endpoint c:1 --otlp-export-insecure "
+            "--otlp-export-cert c.pem --otlp-export-key k.pem",
+            "plaintext",
+        ),
+        ("--otlp-export-endpoint c:1 --otlp-export-cert c.pem", "go together"),
+        ("--otlp-export-ca ca.pem", "need otlp_export_endpoint"),
+        ("--otlp-export-header a=b", "need otlp_export_endpoint"),
+    ],
+)
+def test_export_settings_that_clash_are_refused(argv: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        parse(*argv.split())
+
+
+def test_export_headers_from_flags_and_env_are_masked() -> None:
+    settings = parse(
+        "--otlp-export-endpoint", "http://c:4318",
+        "--otlp-export-header", "Authorization=Bearer a%20b=c",
+        "--otlp-export-header", "x-tenant=blue",
+    )  # fmt: skip
+    # A flag's value is taken as written (only the key is lowercased).
+    assert settings.export_target().headers == (
+        ("authorization", "Bearer a%20b=c"),
+        ("x-tenant", "blue"),
+    )
+    env = {
+        "TRAJGRADE_OTLP_EXPORT_ENDPOINT": "http://c:4318",
+        "TRAJGRADE_OTLP_EXPORT_HEADER": "authorization=Bearer%20s3cret, x-tenant = blue ,",
+    }
+    settings = parse(environ=env)
+    assert settings.otlp_export_header == (("authorization", "Bearer s3cret"), ("x-tenant", "blue"))
+    assert settings.describe()["otlp_export_header"] == "***"
+    assert "s3cret" not in repr(settings) + repr(settings.describe())
+    assert "s3cret" not in settings.export_target().describe()
+    # Flags replace the variable's headers rather than adding to them.
+    assert parse("--otlp-export-header", "k=v", environ=env).otlp_export_header == (("k", "v"),)
+    with pytest.raises(SettingsError, match="TRAJGRADE_OTLP_EXPORT_HEADER") as caught:
+        parse(environ={**env, "TRAJGRADE_OTLP_EXPORT_HEADER": "authorization Bearer s3cret"})
+    assert "s3cret" not in str(caught.value)
+    assert parse().describe()["otlp_export_header"] == []
+    with pytest.raises(SystemExit):  # argparse: "invalid header value"
+        parse("--otlp-export-endpoint", "c:1", "--otlp-export-header", "token")

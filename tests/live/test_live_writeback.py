@@ -66,7 +66,7 @@ async def test_one_record_per_assertion_on_the_root_span(
     make_live: LiveFactory, spans_file: Path, logs_sink: tuple[LogsSink, int]
 ) -> None:
     sink, port = logs_sink
-    live = await make_live(otlp_export_endpoint=f"127.0.0.1:{port}")
+    live = await make_live(otlp_export_endpoint=f"127.0.0.1:{port}", otlp_export_insecure=True)
     watch = await live.watch()
     runs = by_trace(span_items(spans_file))
     assert len(runs) == 2
@@ -115,7 +115,7 @@ async def test_unavailable_endpoint_is_retried_and_counted(
 ) -> None:
     server, sink, port = await start_sink(fail_first=2)
     try:
-        live = await make_live(otlp_export_endpoint=f"127.0.0.1:{port}")
+        live = await make_live(otlp_export_endpoint=f"127.0.0.1:{port}", otlp_export_insecure=True)
         live.server.live.writer.backoff_s = 0.01
         watch = await live.watch()
         items = next(iter(by_trace(span_items(spans_file)).values()))
@@ -140,7 +140,7 @@ async def test_grading_goes_on_when_the_endpoint_is_down(
 ) -> None:
     """Nothing listens at the endpoint: results still reach the watchers and the sink, and
     the failure is counted, never raised into grading."""
-    live = await make_live(otlp_export_endpoint="127.0.0.1:1")
+    live = await make_live(otlp_export_endpoint="127.0.0.1:1", otlp_export_insecure=True)
     live.server.live.writer.backoff_s = 0.01
     live.server.live.writer.max_attempts = 2
     watch = await live.watch()

@@ -44,6 +44,13 @@ from trajgrade.v1 import grader_service_pb2, result_pb2
 
 log = logging.getLogger("trajgrade.live")
 
+# Drain: the write-back's flush without a grace period; what the end of grading may take past
+# the grace period (the run being graded, the publishing of its trip).
+_DEFAULT_FLUSH_S = 5.0
+_GRADING_MARGIN_S = 1.0
+# Runs graded in one trip to the grading thread, whose results are then published on the loop
+# at once (bounds the time the drain spends past its deadline).
+_RUNS_PER_TRIP = 128
 _VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
 _STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
 
@@ -161,7 +168,7 @@ class LiveGrader:
         self.writer = (
             None
             if settings.otlp_export_endpoint is None
-            else LogWriter(settings.otlp_export_endpoint, metrics)
+            else LogWriter(settings.export_target(), metrics)
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
@@ -170,6 +177,9 @@ class LiveGrader:
         self._tasks: list[asyncio.Task[None]] = []
         self._writes: set[asyncio.Future[None]] = set()
         self._closed = False
+        # Set by drain(): the grading thread grades no run after it (monotonic time).
+        self._deadline: float | None = None
+        self._past_deadline = 0
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -194,26 +204,53 @@ class LiveGrader:
         """SIGHUP: load the routes file again, changed or not."""
         self.metrics.routes_reloads.labels(self.routes.reload(force=True)).inc()
 
-    async def drain(self) -> None:
+    async def drain(self, grace_s: float | None = None) -> None:
         """SIGTERM: every open run graded as cut off (completion `shutdown`), its results
-        published and written to the sink, then the watchers' streams end."""
+        published, written to the sink and written back, then the watchers' streams end.
+
+        With `grace_s` (the server's grace period) all of that ends by then: runs not graded
+        in time are counted as dropped (`grace_expired`), records not sent as
+        `dropped_shutdown`, both logged; nothing is waited for past it.
+        """
         if self._closed:
             return
         self._closed = True
+        deadline = None if grace_s is None else time.monotonic() + grace_s
+        self._deadline = deadline
         runs = self.assembler.close_all()
         if runs:
             log.info("draining: grading %d open runs as cut off", len(runs))
-            self._completed.put_nowait(runs)
+            # In trips, each published as it is graded: what is graded by the deadline is out.
+            for start in range(0, len(runs), _RUNS_PER_TRIP):
+                self._completed.put_nowait(runs[start : start + _RUNS_PER_TRIP])
         self._completed.put_nowait(None)
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._finish_grading(deadline)
         if self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
+            # Not bounded: rows of results already published (local disk, one fsync a trip).
+            await asyncio.wait(self._writes)
         self._update_gauges()
+        unsent = 0
         if self.writer is not None:
-            await self.writer.close()
+            unsent = await self.writer.close(
+                _DEFAULT_FLUSH_S if deadline is None else max(deadline - time.monotonic(), 0.0)
+            )
+        if self._past_deadline or unsent:
+            log.warning(
+                "draining: the grace period ran out: %d of %d open runs not graded "
+                '(trajgrade_live_traces_dropped_total{reason="grace_expired"}), %d write-back '
+                "records not sent (dropped_shutdown)",
+                self._past_deadline,
+                len(runs),
+                unsent,
+                extra={
+                    "runs_open": len(runs),
+                    "runs_not_graded": self._past_deadline,
+                    "writeback_unsent": unsent,
+                },
+            )
         self.hub.close()
         self.metrics.watchers.set(0)
         # Idle by now (the worker has returned, the writes are done): never block the loop.
@@ -221,6 +258,21 @@ class LiveGrader:
         self._writing.shutdown(wait=False)
         if self.sink is not None:
             self.sink.close()
+
+    async def _finish_grading(self, deadline: float | None) -> None:
+        """Wait for the worker: the grading thread stops at the deadline between two runs, the
+        margin covers the run it is on and the publishing of its trip."""
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(self._tasks, timeout=_left(deadline, _GRADING_MARGIN_S))
+        for task in late:
+            log.error("draining: grading still busy past the grace period; abandoned")
+            task.cancel()
+        # Runs the worker did not get to, if it was abandoned: counted all the same.
+        while not self._completed.empty():
+            left = self._completed.get_nowait()
+            if left is not None:
+                self._expired(left)
 
     # --- intake -------------------------------------------------------------------------------
 
@@ -314,8 +366,11 @@ class LiveGrader:
             runs = await self._completed.get()
             if runs is None:
                 return
-            # Take every run already completed: one trip to the grading thread for all.
-            while not self._completed.empty():
+            if self._past(runs):
+                continue
+            # Take the runs already completed: one trip to the grading thread for up to
+            # _RUNS_PER_TRIP (their results are published between trips).
+            while not self._completed.empty() and len(runs) < _RUNS_PER_TRIP:
                 more = self._completed.get_nowait()
                 if more is None:
                     self._completed.put_nowait(None)
@@ -348,7 +403,10 @@ class LiveGrader:
         """On the grading thread: map, route and grade each run (one failing run is logged
         and counted, and the others go on)."""
         out: list[LiveResult] = []
-        for run in runs:
+        for index, run in enumerate(runs):
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                self._expired(runs[index:])
+                break
             self.metrics.traces.labels(run.completion).inc()
             graded: list[LiveResult] = []
             try:
@@ -461,6 +519,21 @@ class LiveGrader:
             log.error("routes name %s, which is not registered: not graded", ref.label)
         return suite
 
+    def _past(self, runs: list[Run]) -> bool:
+        """Past the drain's deadline: the runs are counted here, without a trip to the thread."""
+        if self._deadline is None or time.monotonic() < self._deadline:
+            return False
+        self._expired(runs)
+        return True
+
+    def _expired(self, runs: list[Run]) -> None:
+        """Runs the drain's grace period left no time for: counted (one log line, in drain)."""
+        for run in runs:
+            self.metrics.traces.labels(run.completion).inc()
+            self.metrics.dropped.labels("grace_expired").inc()
+            self.metrics.spans.labels("grace_expired").inc(len(run.spans))
+        self._past_deadline += len(runs)
+
     def _drop(self, run: Run, reason: str) -> None:
         self.metrics.dropped.labels(reason).inc()
         self.metrics.spans.labels(reason).inc(len(run.spans))
@@ -546,6 +619,11 @@ class LiveGrader:
             result = await loop.run_in_executor(self._grading, self.routes.reload)
             if result != "unchanged":
                 self.metrics.routes_reloads.labels(result).inc()
+
+
+def _left(deadline: float | None, margin: float) -> float | None:
+    """Seconds from now to `deadline` plus `margin` (None: no deadline, wait as long)."""
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0) + margin
 
 
 def _incoming(request: ExportTraceServiceRequest) -> Iterator[IncomingSpan]:

@@ -3,10 +3,11 @@ log records (OTel GenAI semantic conventions, events.yaml), one per assertion, o
 run's trace and root span, so grades show up in the tracing backend beside the run.
 
 Grading never waits for it: records go into a bounded queue (full: the oldest are dropped and
-counted) and one task exports them in batches over grpc.aio, retrying transient failures with
-exponential backoff. Hand-written on opentelemetry-proto rather than the OTel SDK's log
-exporter: the SDK's batch processor drops and fails silently, and every record here must be
-accounted for in the metrics.
+counted) and one task exports them in batches over the configured transport (OTLP/gRPC or
+OTLP/HTTP, trajgrade.live.export_transport), retrying transient failures with exponential
+backoff or the delay the endpoint asks for. Hand-written on opentelemetry-proto rather than the
+OTel SDK's log exporter: the SDK's batch processor drops and fails silently, and every record
+here must be accounted for in the metrics.
 """
 
 from __future__ import annotations
@@ -17,34 +18,22 @@ import logging
 import time
 from collections.abc import Iterable
 
-import grpc
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
+from trajgrade.live.export_target import ExportTarget
+from trajgrade.live.export_transport import ExportError, Transport, make_transport
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.v1 import result_pb2
 
 log = logging.getLogger("trajgrade.live.writeback")
 
 EVENT_NAME = "gen_ai.evaluation.result"
-EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
-# Retried as OTLP/gRPC says transient: the rest (e.g. INVALID_ARGUMENT) are dropped at once.
-_RETRYABLE = frozenset(
-    {
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.DATA_LOSS,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
-    }
-)
+# The longest Retry-After / RetryInfo delay honoured: a longer one would hold every later record
+# (the queue keeps filling meanwhile); past it the usual backoff applies.
+MAX_RETRY_DELAY_S = 60.0
 _LABEL = {
     result_pb2.ASSERTION_STATUS_PASS: "pass",
     result_pb2.ASSERTION_STATUS_FAIL: "fail",
@@ -97,11 +86,12 @@ def records(
 
 
 class LogWriter:
-    """The bounded, batched, retrying OTLP/gRPC logs exporter of live results."""
+    """The bounded, batched, retrying OTLP logs exporter of live results. Every record ends up
+    counted once: sent, rejected, failed, dropped_queue_full or dropped_shutdown."""
 
     def __init__(
         self,
-        endpoint: str,
+        target: ExportTarget,
         metrics: LiveMetrics,
         *,
         queue_size: int = 10_000,
@@ -110,31 +100,28 @@ class LogWriter:
         backoff_s: float = 0.5,
         timeout_s: float = 10.0,
     ) -> None:
-        self.endpoint = endpoint.removeprefix("http://").removeprefix("grpc://")
+        self.target = target
         self.metrics = metrics
         self.batch_size = batch_size
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
+        self.transport: Transport = make_transport(target)
         self._queue: collections.deque[LogRecord] = collections.deque(maxlen=queue_size)
+        self._in_hand = 0  # records of the batch being sent (not yet counted)
         self._wake = asyncio.Event()
         self._closing = False
-        self._channel: grpc.aio.Channel | None = None
         self._task: asyncio.Task[None] | None = None
         self._resource = Resource(attributes=[_kv("service.name", "trajgrade")])
         self._scope = InstrumentationScope(name="trajgrade.live")
 
     def start(self) -> None:
-        """On the server's loop: the channel (grpc.aio binds to the running loop) and the task."""
-        self._channel = grpc.aio.insecure_channel(self.endpoint)
-        self._export = self._channel.unary_unary(
-            EXPORT,
-            request_serializer=ExportLogsServiceRequest.SerializeToString,
-            response_deserializer=ExportLogsServiceResponse.FromString,
-        )
+        """On the server's loop: the transport (grpc.aio and aiohttp bind to it) and the task."""
+        self.transport.start()
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name="trajgrade-live-writeback"
         )
+        log.info("write-back: %s", self.target.describe())
 
     def add(self, new: Iterable[LogRecord]) -> None:
         """Queue records (never blocks; a full queue drops its oldest, counted)."""
@@ -144,21 +131,25 @@ class LogWriter:
             self._queue.append(record)
         self._wake.set()
 
-    async def close(self, timeout_s: float = 5.0) -> None:
-        """Send what is queued (bounded by `timeout_s`), then stop."""
+    async def close(self, timeout_s: float = 5.0) -> int:
+        """Send what is queued for at most `timeout_s`, then stop. Returns how many records
+        were not sent (counted as dropped_shutdown): never waits past the bound for them."""
         self._closing = True
         self._wake.set()
+        unsent = 0
         if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, timeout_s)
-            except TimeoutError:
+            done, _ = await asyncio.wait({self._task}, timeout=max(timeout_s, 0.0))
+            if not done:
+                # Prompt: the task only awaits an export call, a backoff sleep or its wake-up.
                 self._task.cancel()
-            if self._queue:
-                self.metrics.writeback.labels("dropped_shutdown").inc(len(self._queue))
-                log.warning("write-back: %d records not sent at shutdown", len(self._queue))
-                self._queue.clear()
-        if self._channel is not None:
-            await self._channel.close()
+                await asyncio.wait({self._task})
+            unsent = self._in_hand + len(self._queue)
+            self._in_hand = 0
+            self._queue.clear()
+            if unsent:
+                self.metrics.writeback.labels("dropped_shutdown").inc(unsent)
+        await self.transport.close()
+        return unsent
 
     async def _run(self) -> None:
         while True:
@@ -169,32 +160,35 @@ class LogWriter:
                 await self._wake.wait()
                 continue
             batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+            self._in_hand = len(batch)
             try:
                 await self._send(batch)
-            except asyncio.CancelledError:
-                # close() gave up waiting (e.g. mid-backoff): the batch in hand is lost too.
-                self.metrics.writeback.labels("dropped_shutdown").inc(len(batch))
-                raise
+            except Exception:
+                # A bug, not an endpoint's answer: count the batch, keep the task alive.
+                log.exception("write-back: %d records dropped", len(batch))
+                self.metrics.writeback.labels("failed").inc(len(batch))
+            # Cancelled (close() gave up waiting): the batch stays in hand, counted by close().
+            self._in_hand = 0
 
     async def _send(self, batch: list[LogRecord]) -> None:
-        request = ExportLogsServiceRequest(
+        body = ExportLogsServiceRequest(
             resource_logs=[
                 ResourceLogs(
                     resource=self._resource,
                     scope_logs=[ScopeLogs(scope=self._scope, log_records=batch)],
                 )
             ]
-        )
+        ).SerializeToString()
         for attempt in range(1, self.max_attempts + 1):
             try:
-                response = await self._export(request, timeout=self.timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                retry = exc.code() in _RETRYABLE and attempt < self.max_attempts
-                self.metrics.writeback_errors.labels(exc.code().name).inc()
+                response = await self.transport.export(body, self.timeout_s)
+            except ExportError as failure:
+                retry = failure.retryable and attempt < self.max_attempts
+                self.metrics.writeback_errors.labels(failure.code).inc()
                 log.warning(
                     "write-back to %s failed (%s, attempt %d of %d)%s",
-                    self.endpoint,
-                    exc.code().name,
+                    self.target.address,
+                    failure,
                     attempt,
                     self.max_attempts,
                     ": retrying" if retry else f": {len(batch)} records dropped",
@@ -202,10 +196,9 @@ class LogWriter:
                 if not retry:
                     self.metrics.writeback.labels("failed").inc(len(batch))
                     return
-                # Exponential backoff; at shutdown, no waiting beyond close()'s bound.
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+                await asyncio.sleep(self._delay(attempt, failure.retry_after_s))
                 continue
-            rejected = response.partial_success.rejected_log_records
+            rejected = min(response.partial_success.rejected_log_records, len(batch))
             if rejected:
                 self.metrics.writeback.labels("rejected").inc(rejected)
                 log.warning(
@@ -215,6 +208,13 @@ class LogWriter:
                 )
             self.metrics.writeback.labels("sent").inc(len(batch) - rejected)
             return
+
+    def _delay(self, attempt: int, asked_s: float | None) -> float:
+        """The endpoint's Retry-After / RetryInfo when it gave one (bounded), else exponential
+        backoff. At shutdown close() bounds every wait anyway."""
+        if asked_s is not None and asked_s <= MAX_RETRY_DELAY_S:
+            return asked_s
+        return float(self.backoff_s * 2 ** (attempt - 1))
 
 
 def now_ns() -> int:

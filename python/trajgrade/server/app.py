@@ -253,15 +253,15 @@ class GradingServer:
             self.otlp_http_port = bound
             log.info("OTLP/HTTP receiver on %s", s.otlp_http_address, extra={"port": bound})
 
-    async def _drain_live(self) -> None:
+    async def _drain_live(self, grace: float) -> None:
         """Refuse new exports (retryable for exporters), then grade every open run as cut
-        off and write it out before the rest of the drain."""
+        off and write it out before the rest of the drain, within the grace period."""
         if self._otlp_grpc is not None:
             self._otlp_grpc[0].draining = True
         if self._otlp_http is not None:
             self._otlp_http[0].draining = True
         if self.live is not None:
-            await self.live.drain()
+            await self.live.drain(grace)
         if self._otlp_grpc is not None:
             await self._otlp_grpc[1].stop(_STOP_GRACE_S)
         if self._otlp_http is not None:
@@ -286,7 +286,7 @@ class GradingServer:
         until = started + grace
         log.info("draining (grace %.1fs): health NOT_SERVING, refusing new work", grace)
         await self.health.enter_graceful_shutdown()
-        await self._drain_live()
+        await self._drain_live(grace)
         drained = True
         # New calls get UNAVAILABLE (SHUTTING_DOWN) from our handlers from here on, queued work
         # is still graded, and open streams end once their accepted messages are answered. The
@@ -298,7 +298,9 @@ class GradingServer:
             self._batcher.close()
             if self._servicer is not None:
                 self._servicer.close_streams()
-            drained = await self._batcher.drain(grace)
+            # What the live drain left of the grace period (a moment at least: an idle batcher
+            # still has to see the close).
+            drained = await self._batcher.drain(max(until - time.monotonic(), _STOP_GRACE_S))
         if self._admission is not None:
             # Accepted calls still sending their answers (streams, RegisterSuite, ...).
             drained = await self._admission.wait_idle(until - time.monotonic()) and drained

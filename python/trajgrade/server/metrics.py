@@ -49,7 +49,7 @@ class LiveMetrics:
         self.spans = Counter(
             "trajgrade_live_spans",
             "Received spans by outcome: accepted, duplicate, late, refused_* (at arrival); "
-            "graded, unrouted, unmapped (when their run completes).",
+            "graded, unrouted, unmapped, grace_expired (when their run completes).",
             ["outcome"],
             registry=registry,
         )
@@ -69,7 +69,8 @@ class LiveMetrics:
         )
         self.dropped = Counter(
             "trajgrade_live_traces_dropped",
-            "Completed runs not graded, by reason (unrouted, unmapped, suite_not_found, error).",
+            "Completed runs not graded, by reason (unrouted, unmapped, suite_not_found, error, "
+            "grace_expired: open at SIGTERM and not graded within the grace period).",
             ["reason"],
             registry=registry,
         )
@@ -129,7 +130,8 @@ class LiveMetrics:
         )
         self.writeback_errors = Counter(
             "trajgrade_live_writeback_errors",
-            "Failed write-back export attempts by gRPC status code (retried or not).",
+            "Failed write-back export attempts (retried or not) by gRPC status code, or "
+            "HTTP_<status> for OTLP/HTTP.",
             ["code"],
             registry=registry,
         )

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from trajgrade.live.export_target import ExportTarget, header, parse_headers, parse_target
+
 ENV_PREFIX = "TRAJGRADE_"
 DEFAULT_LISTEN = "127.0.0.1:50051"
 # The OTLP receiver's loopback addresses when its flag is given alone (or as "default").
@@ -221,9 +223,39 @@ class Settings:
     results_jsonl_keep: int = _setting(10, "rotated results files kept (oldest deleted)", int)
     otlp_export_endpoint: str | None = _setting(
         None,
-        "send every live result to this OTLP/gRPC logs endpoint (host:port) as "
-        "gen_ai.evaluation.result log records, one per assertion",
+        "send every live result to this OTLP logs endpoint as gen_ai.evaluation.result log "
+        "records, one per assertion: host:port or grpc://host:port (OTLP/gRPC), "
+        "http://host:port or https://host:port[/path] (OTLP/HTTP, POST .../v1/logs)",
         _opt_str,
+    )
+    otlp_export_protocol: str | None = _setting(
+        None,
+        "write-back protocol, grpc or http/protobuf (as OTEL_EXPORTER_OTLP_PROTOCOL); unset: "
+        "http/protobuf for an http:// or https:// endpoint, grpc otherwise",
+        _opt_str,
+    )
+    otlp_export_insecure: bool = _setting(
+        False,
+        "plaintext gRPC write-back to an endpoint without http:// or https:// (as "
+        "OTEL_EXPORTER_OTLP_INSECURE; http:// is plaintext, https:// TLS, whatever this says)",
+        _bool,
+    )
+    otlp_export_ca: str | None = _setting(
+        None,
+        "PEM CA bundle to verify the write-back endpoint's certificate (unset: system roots)",
+        _opt_str,
+    )
+    otlp_export_cert: str | None = _setting(
+        None, "PEM client certificate chain presented to the write-back endpoint (mTLS)", _opt_str
+    )
+    otlp_export_key: str | None = _setting(None, "PEM private key of --otlp-export-cert", _opt_str)
+    otlp_export_header: tuple[tuple[str, str], ...] = _setting(
+        (),
+        "header sent with every write-back export, key=value (repeat the flag; the env var "
+        "takes OTEL_EXPORTER_OTLP_HEADERS' format: k1=v1,k2=v2, percent-encoded), e.g. "
+        "authorization=Bearer <token> (prefer the env var: flags show in ps)",
+        parse_headers,
+        secret=True,
     )
     live_group_by: str | None = _setting(
         None,
@@ -379,6 +411,26 @@ class Settings:
             (".jsonl", ".ndjson")
         ):
             raise SettingsError(f"results_jsonl must end in .jsonl, got {self.results_jsonl!r}")
+        if self.otlp_export_endpoint is not None:
+            try:
+                self.export_target()
+            except ValueError as exc:
+                raise SettingsError(f"otlp_export_*: {exc}") from exc
+        else:
+            given = [
+                name
+                for name in (
+                    "otlp_export_protocol",
+                    "otlp_export_ca",
+                    "otlp_export_cert",
+                    "otlp_export_key",
+                )
+                if getattr(self, name) is not None
+            ]
+            if self.otlp_export_insecure or self.otlp_export_header:
+                given.append("otlp_export_insecure / otlp_export_header")
+            if given:
+                raise SettingsError(f"{', '.join(given)} need otlp_export_endpoint")
 
     @property
     def live_enabled(self) -> bool:
@@ -394,6 +446,19 @@ class Settings:
     def otlp_http_address(self) -> str | None:
         """The OTLP/HTTP address, "default" resolved."""
         return _resolve(self.otlp_http, DEFAULT_OTLP_HTTP)
+
+    def export_target(self) -> ExportTarget:
+        """The write-back endpoint resolved (ValueError: the otlp_export_* settings clash)."""
+        assert self.otlp_export_endpoint is not None
+        return parse_target(
+            self.otlp_export_endpoint,
+            self.otlp_export_protocol,
+            insecure=self.otlp_export_insecure,
+            ca_file=self.otlp_export_ca,
+            cert_file=self.otlp_export_cert,
+            key_file=self.otlp_export_key,
+            headers=self.otlp_export_header,
+        )
 
     @property
     def effective_batch_size(self) -> int:
@@ -422,7 +487,7 @@ class Settings:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.metadata.get("secret") and value is not None:
+            if f.metadata.get("secret") and value not in (None, ()):
                 value = "***"
             out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
@@ -488,6 +553,16 @@ class Settings:
                 parser.add_argument(
                     flag, dest=f.name, action="append", default=None, help=help_text
                 )
+            elif f.name == "otlp_export_header":
+                parser.add_argument(
+                    flag,
+                    dest=f.name,
+                    action="append",
+                    type=header,
+                    default=None,
+                    metavar="KEY=VALUE",
+                    help=help_text,
+                )
             else:
                 parser.add_argument(
                     flag, dest=f.name, type=f.metadata["parse"], default=None, help=help_text
@@ -503,5 +578,7 @@ class Settings:
             value = getattr(namespace, f.name, None)
             if f.name == "listen" and value is not None:
                 value = tuple(a for item in value for a in _addresses(item))
+            elif f.name == "otlp_export_header" and value is not None:
+                value = tuple(value)
             overrides[f.name] = value
         return cls.from_sources(environ, overrides)
