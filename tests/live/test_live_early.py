@@ -375,7 +375,10 @@ async def test_early_verdicts_are_not_written_back(make_live: LiveFactory, tmp_p
     server, sink, port = await start_sink()
     try:
         live = await make_live(
-            routes(tmp_path), early_verdicts=True, otlp_export_endpoint=f"127.0.0.1:{port}"
+            routes(tmp_path),
+            early_verdicts=True,
+            otlp_export_endpoint=f"127.0.0.1:{port}",
+            otlp_export_insecure=True,
         )
         watch = await live.watch()
         release = threading.Event()
