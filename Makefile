@@ -68,6 +68,7 @@ lint: lint-docker lint-k8s check-proto-go
 typecheck:
 	$(BIN)/mypy
 	$(BIN)/mypy tests/test_typing.py
+	# The stub is a package: stubtest checks trajgrade._core and its submodule _core.bench.
 	$(BIN)/python -m mypy.stubtest trajgrade._core --allowlist .mypy-stubtest-allowlist
 
 .PHONY: test-rust ## cargo test (pure core, no Python needed)

@@ -24,6 +24,7 @@ import trajgrade  # noqa: E402
 import workloads  # noqa: E402
 from reference import compile_suite as reference_compile  # noqa: E402
 from trajgrade import _core  # noqa: E402
+from trajgrade._core import bench  # noqa: E402
 from trajgrade.v1 import assertion_pb2, result_pb2  # noqa: E402
 
 
@@ -131,8 +132,7 @@ def main() -> int:
         public_rows.append(
             (f"public grade_batch from {label}", public_rates[label], got == expected)
         )
-    floor_grader = _core.Grader(threads=1)
-    floor = best_rate(lambda: floor_grader.decode_only(payloads), len(payloads), args.repeat)
+    floor = best_rate(lambda: bench.decode_only(payloads), len(payloads), args.repeat)
     rows.append(("decode-only floor (prost, 1 thread)", floor, None))
 
     header = ["row", "gradings/s", "vs python", "vs floor", "correct"]

@@ -33,9 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report
 import pyarrow as pa
 import pyarrow.parquet as pq
+import regrade_workload
 import workloads
 from google.protobuf import json_format
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
@@ -130,7 +132,7 @@ def same_format_core(
     memory: JSONL lines through grade_json_traces_to_json in CHUNK slices; the same lines as
     one bytes through grade_jsonl_block, CHUNK lines a call (the regrade's path, the JSONL
     same-format row); Parquet batches (iter_batches, as a regrade reads them) through
-    arrowcols.grade. Correct = every path gives the same rows."""
+    bench.grade_arrow_traces_to_json. Correct = every path gives the same rows."""
     batches: list[pa.RecordBatch] = []
     held = 0
     for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
@@ -140,12 +142,12 @@ def same_format_core(
         held += batch.num_rows
     with inputs["jsonl"].open("rb") as file:
         lines = list(islice(file, held))
-    grader.grade_json_traces_to_json(suite, lines[:CHUNK])  # warm up the pool
+    bench.grade_json_traces_to_json(suite, lines[:CHUNK])  # warm up the pool
     started = time.perf_counter()
     json_rows = [
         row
         for i in range(0, held, CHUNK)
-        for row in grader.grade_json_traces_to_json(suite, lines[i : i + CHUNK])
+        for row in bench.grade_json_traces_to_json(suite, lines[i : i + CHUNK])
     ]
     json_seconds = time.perf_counter() - started
     data = b"".join(lines)
@@ -160,9 +162,9 @@ def same_format_core(
         at += consumed
     block_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    arrow_rows = [row for batch in batches for row in arrowcols.grade(grader, suite, batch) or []]
+    arrow = [row for batch in batches for row in regrade_workload.arrow_rows(suite, batch) or []]
     arrow_seconds = time.perf_counter() - started
-    same = len(json_rows) == held and json_rows == arrow_rows
+    same = len(json_rows) == held and json_rows == arrow
     same_blocks = b"".join(blocks) == b"".join(json_rows)
     return {
         "jsonl lines": Measured(
@@ -172,7 +174,7 @@ def same_format_core(
             "core grade_jsonl_block (JSONL bytes in memory)", held, block_seconds, same_blocks
         ),
         "parquet": Measured(
-            "core arrowcols.grade (Parquet batches in memory)", held, arrow_seconds, same
+            "core grade_arrow_traces_to_json (Parquet batches in memory)", held, arrow_seconds, same
         ),
     }
 
@@ -202,10 +204,10 @@ def stage_costs(payloads: list[bytes], lines: list[bytes], parquet: Path) -> dic
     grader = _core.Grader()
     core_suite = grader.compile_suite(suite_bytes(workloads.suite()))
     started = time.perf_counter()
-    grader.grade_json_traces(core_suite, lines)
+    bench.grade_json_traces(core_suite, lines)
     costs["core grade_json_traces (all threads)"] = time.perf_counter() - started
     started = time.perf_counter()
-    rows = grader.grade_json_traces_to_json(core_suite, lines)
+    rows = bench.grade_json_traces_to_json(core_suite, lines)
     costs["core grade_json_traces_to_json (all threads)"] = time.perf_counter() - started
     data = b"\n".join(lines) + b"\n"
     blocks = []
@@ -236,7 +238,7 @@ def stage_costs(payloads: list[bytes], lines: list[bytes], parquet: Path) -> dic
     costs["Parquet rows → JSON lines (Arrow compute)"] = time.perf_counter() - started
     started = time.perf_counter()
     for batch in batches:
-        arrowcols.grade(grader, core_suite, batch)
+        regrade_workload.arrow_rows(core_suite, batch)
     costs["core grade_arrow_traces_to_json (buffers, all threads)"] = time.perf_counter() - started
     return {k: v / len(lines) * 1e6 for k, v in costs.items()}
 

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import workloads
 from _report import rate, ratio, table
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.commands import health as health_command
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import suite_pb2, trace_pb2
@@ -97,10 +98,10 @@ def stream_messages(work: Workload, size: int) -> tuple[list[bytes], list[bytes]
         chunk = work.traces[start : start + size]
         if size == 1:
             messages.append(length_delimited(1, chunk[0]) + suite_ref)
-            expected.append(length_delimited(1, reference.grade_traces(compiled, chunk)[0]))
+            expected.append(length_delimited(1, bench.grade_traces(compiled, chunk)[0]))
             continue
         messages.append(b"".join(length_delimited(4, t) for t in chunk) + suite_ref)
-        outcomes = reference.grade_traces(compiled, chunk)
+        outcomes = bench.grade_traces(compiled, chunk)
         expected.append(b"".join(length_delimited(2, o) for o in outcomes))
         if len(messages) == 8:
             break

@@ -6,7 +6,14 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from trajgrade._core import bench
+from trajgrade.regrade import arrowcols
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from trajgrade._core import CompiledSuite
 
 TOOLS = (
     "get_user",
@@ -124,3 +131,12 @@ def write_jsonl(path: Path, n: int, seed: int = 7) -> Path:
             handle.write(json.dumps(trace, separators=(",", ":")))
             handle.write("\n")
     return path
+
+
+def arrow_rows(suite: CompiledSuite, batch: pa.RecordBatch) -> list[bytes] | None:
+    """The batch's regrade rows graded from its Arrow buffers, one bytes a row (what
+    Grader.grade_arrow_block joins), or None for a layout arrowcols does not take."""
+    columns = arrowcols.columns(batch)
+    if columns is None:
+        return None
+    return bench.grade_arrow_traces_to_json(suite, batch.num_rows, columns)

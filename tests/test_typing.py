@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trajgrade
+from trajgrade._core import bench
 from trajgrade.v1 import result_pb2, suite_pb2, trace_pb2
 
 SUITE: dict[str, object] = {
@@ -131,5 +132,5 @@ def test_grader_and_limits() -> None:
         ).SerializeToString()
     ).suite_bytes()
     assert suite_pb2.Suite.FromString(raw).name == "refunds"
-    assert grader.decode_only([trajgrade.trace_bytes(TRACE), b"\xff"]) == 1
+    assert bench.decode_only([trajgrade.trace_bytes(TRACE), b"\xff"]) == 1
     assert isinstance(trajgrade.__version__, str)

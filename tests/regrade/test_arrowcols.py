@@ -11,7 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import trajgrade
+from regrade_workload import arrow_rows
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
@@ -56,34 +58,33 @@ def _large(schema: pa.Schema) -> pa.Schema:
 
 
 @pytest.fixture(scope="module")
-def graded(workload: dict[str, Path]) -> tuple[_core.Grader, _core.CompiledSuite]:
+def suite(workload: dict[str, Path]) -> _core.CompiledSuite:
     grader = _core.Grader(threads=2)
-    return grader, grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+    return grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
 
 
-def _both(grader: _core.Grader, suite: _core.CompiledSuite, batch: pa.RecordBatch) -> None:
+def _both(suite: _core.CompiledSuite, batch: pa.RecordBatch) -> None:
     lines = json_lines(batch)
     assert lines is not None
-    expected = grader.grade_json_traces_to_json(suite, lines)
-    got = arrowcols.grade(grader, suite, batch)
+    expected = bench.grade_json_traces_to_json(suite, lines)
+    got = arrow_rows(suite, batch)
     assert got == expected
 
 
 @pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large_string"])
 def test_rows_equal_the_json_path(
-    graded: tuple[_core.Grader, _core.CompiledSuite], schema: pa.Schema, tmp_path: Path
+    suite: _core.CompiledSuite, schema: pa.Schema, tmp_path: Path
 ) -> None:
-    grader, suite = graded
     batch = pa.RecordBatch.from_pylist(_ROWS, schema=schema)
-    _both(grader, suite, batch)
+    _both(suite, batch)
     for start in range(1, len(_ROWS)):
-        _both(grader, suite, batch.slice(start))
-        _both(grader, suite, batch.slice(0, start))
+        _both(suite, batch.slice(start))
+        _both(suite, batch.slice(0, start))
     # Round-tripped through a Parquet file, read back in small batches.
     path = tmp_path / "t.parquet"
     pq.write_table(pa.Table.from_batches([batch] * 5), path, row_group_size=7)
     for read in pq.ParquetFile(path).iter_batches(batch_size=3):
-        _both(grader, suite, read)
+        _both(suite, read)
 
 
 def _handed(batch: pa.RecordBatch) -> int:
@@ -95,30 +96,28 @@ def _handed(batch: pa.RecordBatch) -> int:
 
 @pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large_string"])
 def test_a_slice_hands_over_its_own_rows_only(
-    graded: tuple[_core.Grader, _core.CompiledSuite], schema: pa.Schema
+    suite: _core.CompiledSuite, schema: pa.Schema
 ) -> None:
     # A slice points at its parent's whole buffers; only the bytes its rows reference (plus
     # offsets and bitmaps) may be copied, or each batch of a table costs the whole table.
-    grader, suite = graded
     parent = pa.RecordBatch.from_pylist(_ROWS * 500, schema=schema)
     assert _handed(parent) <= parent.get_total_buffer_size()
     for start, length in [(0, 4), (1001, 3), (parent.num_rows - 2, 2), (997, 40)]:
         part = parent.slice(start, length)
         assert part.get_total_buffer_size() > 20 * part.nbytes  # really a small slice
         assert _handed(part) <= 2 * part.nbytes
-        _both(grader, suite, part)
+        _both(suite, part)
 
 
 def test_workload_rows_equal_the_json_path(
-    graded: tuple[_core.Grader, _core.CompiledSuite], workload: dict[str, Path]
+    suite: _core.CompiledSuite, workload: dict[str, Path]
 ) -> None:
-    grader, suite = graded
     rows = [json.loads(line) for line in workload["clean"].read_bytes().splitlines()]
     for row in rows:
         row["metadata"] = list((row.get("metadata") or {}).items())
     batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
-    _both(grader, suite, batch)
-    _both(grader, suite, batch.slice(123, 200))
+    _both(suite, batch)
+    _both(suite, batch.slice(123, 200))
 
 
 def test_limit_errors_match(workload: dict[str, Path]) -> None:
@@ -132,8 +131,8 @@ def test_limit_errors_match(workload: dict[str, Path]) -> None:
         {"id": "dup", "metadata": [("k", "x" * 60), ("k", "x" * 60)]},
     ]
     batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
-    _both(grader, suite, batch)
-    assert sum(b'"error":{' in row for row in arrowcols.grade(grader, suite, batch) or []) >= 3
+    _both(suite, batch)
+    assert sum(b'"error":{' in row for row in arrow_rows(suite, batch) or []) >= 3
 
 
 def test_unsupported_layouts_return_none() -> None:
@@ -146,8 +145,7 @@ def test_unsupported_layouts_return_none() -> None:
     assert arrowcols.columns(pa.RecordBatch.from_pylist([], schema=SCHEMA)) is None
 
 
-def test_malformed_buffers_raise(graded: tuple[_core.Grader, _core.CompiledSuite]) -> None:
-    grader, suite = graded
+def test_malformed_buffers_raise(suite: _core.CompiledSuite) -> None:
     batch = pa.RecordBatch.from_pylist(_ROWS, schema=SCHEMA)
     good = arrowcols.columns(batch)
     assert good is not None
@@ -158,7 +156,7 @@ def test_malformed_buffers_raise(graded: tuple[_core.Grader, _core.CompiledSuite
                  "values": values, "large": large, **change}  # fmt: skip
         columns = {**good, name: tuple(parts.values())}
         with pytest.raises(ValueError) as info:
-            grader.grade_arrow_traces_to_json(suite, batch.num_rows, columns)  # type: ignore[arg-type]
+            bench.grade_arrow_traces_to_json(suite, batch.num_rows, columns)  # type: ignore[arg-type]
         return str(info.value)
 
     assert "id: offsets buffer" in bad("id", offsets=b"\0" * 4)
@@ -169,7 +167,7 @@ def test_malformed_buffers_raise(graded: tuple[_core.Grader, _core.CompiledSuite
     assert "offsets decrease" in bad("final_answer", offsets=bytes([9, 0, 0, 0, 1, 0, 0, 0] * 3))
     assert "values buffer" in bad("calls.start_time_unix_nano", values=b"")
     with pytest.raises(ValueError, match="unknown column"):
-        grader.grade_arrow_traces_to_json(suite, 1, {"nope": (1, 0, None, None, None, False)})
+        bench.grade_arrow_traces_to_json(suite, 1, {"nope": (1, 0, None, None, None, False)})
 
 
 def test_regrade_of_a_parquet_file_uses_the_buffers(
@@ -242,8 +240,8 @@ def test_call_times_reach_duration() -> None:
         {"id": "untimed", "calls": [{"name": "a", "start_time_unix_nano": 5}]},
     ]  # fmt: skip
     batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
-    _both(grader, compiled, batch)
-    timed, untimed = (json.loads(r)["results"][0] for r in arrowcols.grade(grader, compiled, batch))
+    _both(compiled, batch)
+    timed, untimed = (json.loads(r)["results"][0] for r in arrow_rows(compiled, batch))
     assert (timed["reason_code"], timed["positions"]) == ("TOO_SLOW", [1])
     assert "took 2,000 ms" in timed["reason"]
     assert untimed["reason_code"] == "TIMING_NOT_RECORDED"

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import regrade_workload
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, read_rows, regrade, source
 from trajgrade.regrade.arrowjson import json_lines
@@ -103,7 +104,7 @@ def test_block_counts_and_marks(workload: dict[str, Path], tmp_path: Path) -> No
     start = data.index(b"\n") + 1  # from the second line on
     lines = _lines(data[start:])
     block = grader.grade_jsonl_block(suite, data, start, len(data), 3)
-    rows = grader.grade_json_traces_to_json(suite, lines)
+    rows = bench.grade_json_traces_to_json(suite, lines)
     assert block.rows == b"".join(rows) and block.items == len(rows) == len(lines)
     parsed = [row_from_json(json.loads(row)) for row in rows]
     graded = [row for row in parsed if row["error"] is None]
@@ -216,7 +217,7 @@ def test_arrow_block_is_the_arrow_rows_joined(workload: dict[str, Path]) -> None
     batch = pa.RecordBatch.from_pylist(traces, schema=SCHEMA)
     columns = arrowcols.columns(batch)
     assert columns is not None
-    rows = arrowcols.grade(grader, suite, batch)
+    rows = regrade_workload.arrow_rows(suite, batch)
     assert rows is not None
     block = grader.grade_arrow_block(suite, batch.num_rows, columns, 3)
     assert block.rows == b"".join(rows) and block.items == len(rows) == 100

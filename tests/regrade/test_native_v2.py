@@ -12,7 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from google.protobuf import json_format
+from regrade_workload import arrow_rows
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.importers import parquet
 from trajgrade.importers.report import ImportReport
 from trajgrade.regrade import arrowcols, regrade
@@ -87,10 +89,10 @@ def _large(schema: pa.Schema) -> pa.Schema:
 
 
 @pytest.fixture(scope="module")
-def graded() -> tuple[_core.Grader, _core.CompiledSuite]:
+def suite() -> _core.CompiledSuite:
     grader = _core.Grader(threads=2)
-    suite = json_format.ParseDict(SUITE, suite_pb2.Suite())
-    return grader, grader.compile_suite(suite.SerializeToString())
+    message = json_format.ParseDict(SUITE, suite_pb2.Suite())
+    return grader.compile_suite(message.SerializeToString())
 
 
 def _row_path(row: dict[str, Any]) -> bytes:
@@ -99,22 +101,17 @@ def _row_path(row: dict[str, Any]) -> bytes:
     return trace_bytes_from_dict(row)
 
 
-def _reference_rows(
-    grader: _core.Grader, suite: _core.CompiledSuite, batch: pa.RecordBatch
-) -> list[bytes]:
+def _reference_rows(suite: _core.CompiledSuite, batch: pa.RecordBatch) -> list[bytes]:
     """The rows of the row-by-row path: each row's Trace as protobuf JSON, graded."""
     lines = [
         json_format.MessageToJson(trace_pb2.Trace.FromString(_row_path(row)), indent=None)
         for row in batch.to_pylist()
     ]
-    return grader.grade_json_traces_to_json(suite, [line.encode() for line in lines])
+    return bench.grade_json_traces_to_json(suite, [line.encode() for line in lines])
 
 
 @pytest.mark.parametrize("large", [False, True], ids=["string", "large"])
-def test_every_path_reads_the_v2_columns_alike(
-    graded: tuple[_core.Grader, _core.CompiledSuite], large: bool
-) -> None:
-    grader, suite = graded
+def test_every_path_reads_the_v2_columns_alike(suite: _core.CompiledSuite, large: bool) -> None:
     schema = _large(parquet.SCHEMA) if large else parquet.SCHEMA
     batch = pa.RecordBatch.from_pylist(_ROWS, schema=schema)
     lines = json_lines(batch)
@@ -122,12 +119,12 @@ def test_every_path_reads_the_v2_columns_alike(
     for row, line in zip(batch.to_pylist(), lines, strict=True):
         assert trace_bytes(line) == _row_path(row)
     assert arrowcols.columns(batch) is not None
-    expected = _reference_rows(grader, suite, batch)
-    assert grader.grade_json_traces_to_json(suite, lines) == expected
-    assert arrowcols.grade(grader, suite, batch) == expected
+    expected = _reference_rows(suite, batch)
+    assert bench.grade_json_traces_to_json(suite, lines) == expected
+    assert arrow_rows(suite, batch) == expected
     for start in range(1, len(_ROWS)):
         part = batch.slice(start)
-        assert arrowcols.grade(grader, suite, part) == expected[start:]
+        assert arrow_rows(suite, part) == expected[start:]
     first = json.loads(expected[0])
     codes = [r["reason_code"] for r in first["results"]]
     # The 3 s refund is over 2.5 s; a null cost is "not recorded" (not 0) on every path; the
@@ -138,7 +135,7 @@ def test_every_path_reads_the_v2_columns_alike(
 
 
 def test_importer_round_trip_and_regrade_from_buffers(
-    tmp_path: Path, graded: tuple[_core.Grader, _core.CompiledSuite],
+    tmp_path: Path, suite: _core.CompiledSuite,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     traces = [trace_pb2.Trace.FromString(_row_path(row)) for row in _ROWS]
@@ -158,8 +155,7 @@ def test_importer_round_trip_and_regrade_from_buffers(
     out = tmp_path / "rows.jsonl"
     summary = regrade([str(path)], suite_path, str(out))
     assert summary.traces == len(traces) and summary.errors == 0
-    grader, suite = graded
-    expected = _reference_rows(grader, suite, pq.read_table(path).to_batches()[0])
+    expected = _reference_rows(suite, pq.read_table(path).to_batches()[0])
     assert out.read_bytes().splitlines() == [row.rstrip(b"\n") for row in expected]
 
 

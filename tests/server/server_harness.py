@@ -140,12 +140,6 @@ class GatedGrader:
         self._wait(1)
         return self.inner.grade_batch_request(request, cancel)
 
-    def grade_traces(
-        self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
-    ) -> list[bytes]:
-        self._wait(len(traces))
-        return self.inner.grade_traces(suite, traces, cancel)
-
     def grade_stream_chunk(
         self, suite: Any, message: bytes, cancel: _core.CancelToken | None = None
     ) -> bytes:

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.commands import health as health_command
 from trajgrade.server.status import error_info
 from trajgrade.v1 import grader_service_pb2 as g
@@ -196,7 +197,7 @@ async def test_sigterm_during_a_chunked_stream_answers_every_accepted_chunk(
         traces = [case.trace.SerializeToString()] * 200
         suite = case.suite.SerializeToString()
         chunk = b"".join(length_delimited(4, t) for t in traces)
-        outcomes = reference.grade_traces(reference.compile_suite(suite), traces)
+        outcomes = bench.grade_traces(reference.compile_suite(suite), traces)
         expected = b"".join(length_delimited(2, o) for o in outcomes)
         stop = asyncio.Event()
 

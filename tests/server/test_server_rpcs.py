@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.v1 import grader_service_pb2 as g
 from trajgrade.v1 import result_pb2, trace_pb2
 from trajgrade.wire import length_delimited
@@ -65,7 +66,7 @@ async def test_batch_grades_every_trace_in_order_and_isolates_bad_items(
     envelope += b"".join(length_delimited(3, item) for item in items)
 
     answer = await server.raw_unary("BatchGradeTraces")(envelope)
-    library = limited.grade_traces(limited.compile_suite(suite.SerializeToString()), items)
+    library = bench.grade_traces(limited.compile_suite(suite.SerializeToString()), items)
     assert answer == b"".join(length_delimited(1, outcome) for outcome in library)
     outcomes = g.BatchGradeTracesResponse.FromString(answer).outcomes
     assert len(outcomes) == 32

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 import grpc
 import pytest
 from trajgrade import _core
+from trajgrade._core import bench
 from trajgrade.errors import InvalidRequestError
 from trajgrade.server import wire
 from trajgrade.v1 import grader_service_pb2 as g
@@ -43,7 +44,7 @@ def by_id(suite_id: str) -> bytes:
 
 def library_chunk(reference: _core.Grader, suite: bytes, traces: Sequence[bytes]) -> bytes:
     """What the server must answer for a chunk: the library's outcomes as `outcomes` (field 2)."""
-    outcomes = reference.grade_traces(reference.compile_suite(suite), list(traces))
+    outcomes = bench.grade_traces(reference.compile_suite(suite), list(traces))
     return b"".join(length_delimited(2, o) for o in outcomes)
 
 

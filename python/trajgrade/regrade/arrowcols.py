@@ -1,13 +1,13 @@
-"""Parquet trace rows graded straight from their Arrow buffers (Grader.grade_arrow_traces_to_json).
+"""Parquet trace rows graded straight from their Arrow buffers (Grader.grade_arrow_block).
 
 The core reads the validity bitmaps, offsets and values of each column itself (checking every
 offset, length and UTF-8), so no JSON line is built or parsed; the rows are byte-for-byte those
-of the row path (and of arrowjson.json_lines → grade_json_traces_to_json where it takes the
-batch). Supported: the native schema with `id` and `final_answer` (large_)string; `calls`,
+of the row path (and of arrowjson.json_lines → grade_jsonl_block where it takes the batch).
+Supported: the native schema with `id` and `final_answer` (large_)string; `calls`,
 `model_calls` and `turns` (large_)lists of their structs without null structs (integers of any
 type within the field's range, `cost` any float or exactly convertible integer); `metadata` a
-map<(large_)string, (large_)string> without null values. Any other batch returns None and goes
-through arrowjson (or row by row).
+map<(large_)string, (large_)string> without null values. Any other batch gives None (columns)
+and goes through arrowjson (or row by row).
 
 A sliced batch (`batch.slice(skip)` after a resume, `Table.to_batches`) still points at its
 parent's whole buffers; its columns are compacted first (`_compact`), so the bytes copied and
@@ -22,8 +22,6 @@ from trajgrade.regrade.native_fields import STRUCT_LISTS, field_array, is_string
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from trajgrade._core import CompiledSuite, Grader
 
 _COLUMNS = frozenset({"id", "final_answer", "metadata", *STRUCT_LISTS})
 
@@ -101,7 +99,7 @@ def _metadata_columns(meta: Any, out: dict[str, Buffers]) -> bool:
 
 
 def columns(batch: pa.RecordBatch) -> dict[str, Buffers] | None:
-    """The buffers grade_arrow_traces_to_json reads, or None for a layout it does not take."""
+    """The buffers grade_arrow_block reads, or None for a layout it does not take."""
     cols = dict(zip(batch.schema.names, batch.columns, strict=True))
     if batch.num_rows == 0 or not set(cols) <= _COLUMNS:
         return None
@@ -118,11 +116,3 @@ def columns(batch: pa.RecordBatch) -> dict[str, Buffers] | None:
     if "metadata" in cols and not _metadata_columns(cols["metadata"], out):
         return None
     return out
-
-
-def grade(grader: Grader, suite: CompiledSuite, batch: pa.RecordBatch) -> list[bytes] | None:
-    """The batch's regrade rows, or None if its layout is not supported (use arrowjson)."""
-    buffers = columns(batch)
-    if buffers is None:
-        return None
-    return grader.grade_arrow_traces_to_json(suite, batch.num_rows, buffers)

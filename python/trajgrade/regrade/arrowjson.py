@@ -1,7 +1,7 @@
 """Parquet trace rows → native protobuf-JSON Trace lines, built column-wise by Arrow compute.
 
 No per-row Python: every string is JSON-escaped and every member concatenated by Arrow's C++
-kernels; the lines then go to the core like native JSONL (grade_json_traces_to_json). Batches
+kernels; the lines then go to the core like native JSONL (Grader.grade_jsonl_block). Batches
 whose columns are not the native trace schema (importers' schema, or what pyarrow infers from
 Trace dicts with a map metadata) return None and are decoded row by row as before.
 """

@@ -52,10 +52,6 @@ class CoreGrader(Protocol):
         self, request: bytes, cancel: _core.CancelToken | None = None
     ) -> bytes: ...
 
-    def grade_traces(
-        self, suite: Any, traces: list[bytes], cancel: _core.CancelToken | None = None
-    ) -> list[bytes]: ...
-
     def grade_stream_chunk(
         self, suite: Any, message: bytes, cancel: _core.CancelToken | None = None
     ) -> bytes: ...

@@ -12,24 +12,24 @@ pub mod proto {
 pub mod json;
 
 pub mod expr;
-pub mod regex_js;
+pub(crate) mod regex_js;
 
-pub mod args;
+pub(crate) mod args;
 pub mod arrow_cols;
-pub mod assertions;
-pub mod batch;
+pub(crate) mod assertions;
+pub(crate) mod batch;
 pub mod call_meta;
-pub mod error;
-pub mod glob;
-pub mod grade;
+pub(crate) mod error;
+pub(crate) mod glob;
+pub(crate) mod grade;
 pub mod json_trace;
 pub mod jsonl_block;
-pub mod limits;
+pub(crate) mod limits;
 pub mod matching;
-pub mod rows;
-pub mod scope;
-pub mod score;
-pub mod suite;
+pub(crate) mod rows;
+pub(crate) mod scope;
+pub(crate) mod score;
+pub(crate) mod suite;
 pub mod trace;
 pub mod wire;
 pub mod work;

@@ -130,16 +130,6 @@ impl JsRegex {
             _ => self.inner.is_match(text),
         }
     }
-
-    /// The `regex` syntax the pattern was translated to (for diagnostics and tests).
-    pub fn as_regex_str(&self) -> &str {
-        self.inner.as_str()
-    }
-}
-
-/// Translates a JS pattern and flags to `regex` syntax without compiling it.
-pub fn translate(pattern: &str, flags: &str) -> Result<String, RegexError> {
-    Ok(translate_with(pattern, parse_flags(flags)?)?.regex)
 }
 
 fn build(regex: &str, size_limit: usize) -> Result<regex::Regex, RegexError> {
@@ -867,7 +857,7 @@ mod tests {
 
     fn err(pattern: &str, flags: &str) -> RegexError {
         match JsRegex::compile(pattern, flags, LIMIT) {
-            Ok(r) => panic!("/{pattern}/{flags} compiled to {}", r.as_regex_str()),
+            Ok(r) => panic!("/{pattern}/{flags} compiled to {}", r.inner.as_str()),
             Err(e) => e,
         }
     }

@@ -9,7 +9,6 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use trajgrade_core::arrow_cols::{ArrowTraces, RawArray, RawTraces};
-use trajgrade_core::proto::v1::Trace;
 use trajgrade_core::work::CancelFlag;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
@@ -166,15 +165,15 @@ impl PyCancelToken {
     }
 }
 
-fn flag(token: Option<&Bound<'_, PyCancelToken>>) -> Option<CancelFlag> {
+pub(crate) fn flag(token: Option<&Bound<'_, PyCancelToken>>) -> Option<CancelFlag> {
     token.map(|t| t.get().0.clone())
 }
 
-fn bytes_list<'py>(py: Python<'py>, items: &[Vec<u8>]) -> Vec<Bound<'py, PyBytes>> {
+pub(crate) fn bytes_list<'py>(py: Python<'py>, items: &[Vec<u8>]) -> Vec<Bound<'py, PyBytes>> {
     items.iter().map(|b| PyBytes::new(py, b)).collect()
 }
 
-fn borrow(items: &[PyBackedBytes]) -> Vec<&[u8]> {
+pub(crate) fn borrow(items: &[PyBackedBytes]) -> Vec<&[u8]> {
     items.iter().map(|b| &b[..]).collect()
 }
 
@@ -186,6 +185,11 @@ pub struct PyCompiledSuite {
 }
 
 impl PyCompiledSuite {
+    /// The grader that compiled the suite, and the suite (shared, not copied).
+    pub(crate) fn parts(&self) -> (Arc<Grader>, Arc<CompiledSuite>) {
+        (Arc::clone(&self.grader), Arc::clone(&self.suite))
+    }
+
     /// One chunk graded on the pool, detached.
     fn grade_chunk(&self, py: Python<'_>, chunk: Chunk) -> PyResult<Graded> {
         let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
@@ -398,7 +402,7 @@ fn outcome_value(outcome: &[u8]) -> (u64, Range<usize>) {
 }
 
 /// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.
-type ColumnBuffers =
+pub(crate) type ColumnBuffers =
     (usize, usize, Option<PyBackedBytes>, Option<PyBackedBytes>, Option<PyBackedBytes>, bool);
 
 const ARROW_COLUMNS: [&str; 28] = [
@@ -444,7 +448,7 @@ fn raw_array(c: &ColumnBuffers) -> RawArray<'_> {
 }
 
 /// `ValueError` for a column name the Arrow entry points do not know.
-fn check_columns(columns: &HashMap<String, ColumnBuffers>) -> PyResult<()> {
+pub(crate) fn check_columns(columns: &HashMap<String, ColumnBuffers>) -> PyResult<()> {
     match columns.keys().find(|k| !ARROW_COLUMNS.contains(&k.as_str())) {
         Some(name) => Err(PyValueError::new_err(format!(
             "unknown column {name:?}; expected one of {ARROW_COLUMNS:?}"
@@ -454,7 +458,7 @@ fn check_columns(columns: &HashMap<String, ColumnBuffers>) -> PyResult<()> {
 }
 
 /// The batch's columns as the core reads them (absent columns `None`).
-fn raw_traces(rows: usize, columns: &HashMap<String, ColumnBuffers>) -> RawTraces<'_> {
+pub(crate) fn raw_traces(rows: usize, columns: &HashMap<String, ColumnBuffers>) -> RawTraces<'_> {
     let get = |name: &str| columns.get(name).map(raw_array);
     RawTraces {
         rows,
@@ -500,23 +504,7 @@ impl PyGrader {
     fn wrap(&self, suite: Arc<CompiledSuite>) -> PyCompiledSuite {
         PyCompiledSuite { grader: Arc::clone(&self.inner), suite }
     }
-
-    /// Items against one compiled suite through `grade`, with the GIL released.
-    fn per_suite<'py>(
-        &self,
-        py: Python<'py>,
-        suite: &Bound<'py, PyCompiledSuite>,
-        items: Vec<PyBackedBytes>,
-        grade: SuiteGrading,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let out = run_detached(py, move || grade(&grader, &suite, &borrow(&items)))?;
-        Ok(bytes_list(py, &out))
-    }
 }
-
-/// A core entry point that grades many items against one compiled suite.
-type SuiteGrading = fn(&Grader, &CompiledSuite, &[&[u8]]) -> Vec<Vec<u8>>;
 
 const _: () = assert!(trajgrade_core::DEFAULT_MAX_REGISTERED_SUITES == 10_000);
 
@@ -542,12 +530,6 @@ impl PyGrader {
     #[getter]
     fn limits(&self) -> PyLimits {
         PyLimits::from_core(self.inner.limits())
-    }
-
-    /// The requested thread count (0 = one per core).
-    #[getter]
-    fn threads(&self) -> usize {
-        self.threads
     }
 
     /// Serialized `Suite` → a compiled suite (cached by content); raises `InvalidSuiteError`.
@@ -632,24 +614,6 @@ impl PyGrader {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Serialized `Trace`s against one compiled suite → one serialized `TraceOutcome` each;
-    /// once `cancel` is cancelled, the traces not yet graded end as `CANCELLED` item errors.
-    #[pyo3(signature = (suite, traces, cancel = None))]
-    fn grade_traces<'py>(
-        &self,
-        py: Python<'py>,
-        suite: &Bound<'py, PyCompiledSuite>,
-        traces: Vec<PyBackedBytes>,
-        cancel: Option<&Bound<'py, PyCancelToken>>,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let cancel = flag(cancel);
-        let out = run_detached(py, move || {
-            grader.grade_traces_with(&suite, &borrow(&traces), cancel.as_ref())
-        })?;
-        Ok(bytes_list(py, &out))
-    }
-
     /// A serialized `StreamGradeTracesRequest` chunk (`traces`) against `suite` → serialized
     /// `StreamGradeTracesResponse` (one `outcomes` entry per trace): split and framed here.
     #[pyo3(signature = (suite, message, cancel = None))]
@@ -668,30 +632,8 @@ impl PyGrader {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Protobuf-JSON `Trace` lines (native JSONL) against one suite → one serialized
-    /// `TraceOutcome` each; a line that does not decode is that line's `ItemError`.
-    fn grade_json_traces<'py>(
-        &self,
-        py: Python<'py>,
-        suite: &Bound<'py, PyCompiledSuite>,
-        lines: Vec<PyBackedBytes>,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        self.per_suite(py, suite, lines, Grader::grade_json_traces)
-    }
-
-    /// As `grade_json_traces`, but each output is the regrade JSONL row (docs/regrade.md),
-    /// newline included, so bulk regrading does no per-trace work in Python.
-    fn grade_json_traces_to_json<'py>(
-        &self,
-        py: Python<'py>,
-        suite: &Bound<'py, PyCompiledSuite>,
-        lines: Vec<PyBackedBytes>,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        self.per_suite(py, suite, lines, Grader::grade_json_traces_to_json)
-    }
-
     /// `data[start:end]`, whole lines of native JSONL (blank lines skipped) → a `JsonlBlock`:
-    /// every row as `grade_json_traces_to_json` writes it, in one buffer, with the counts a
+    /// every row as `bench.grade_json_traces_to_json` writes it, in one buffer, with the counts a
     /// regrade summary needs; error rows are always marked, failing rows up to `max_failing`.
     /// Mark offsets are relative to `start`.
     fn grade_jsonl_block(
@@ -711,31 +653,12 @@ impl PyGrader {
         PyJsonlBlock::new(py, block)
     }
 
-    /// Rows of one Arrow record batch in the native trace schema → regrade JSONL rows (as
-    /// `grade_json_traces_to_json` writes for the same traces), read from the raw buffers.
-    /// `columns` maps a column name (`id`, `final_answer`, `calls`, `calls.name`, ...,
-    /// `metadata`, `metadata.key`, `metadata.value`) to `(length, offset, validity, offsets,
-    /// values, large_offsets)`; bad buffers raise `ValueError`.
-    fn grade_arrow_traces_to_json<'py>(
-        &self,
-        py: Python<'py>,
-        suite: &Bound<'py, PyCompiledSuite>,
-        rows: usize,
-        columns: HashMap<String, ColumnBuffers>,
-    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        check_columns(&columns)?;
-        let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
-        let out = run_detached(py, move || {
-            ArrowTraces::new(&raw_traces(rows, &columns))
-                .map(|t| grader.grade_arrow_traces_to_json(&suite, &t))
-        })?
-        .map_err(PyValueError::new_err)?;
-        Ok(bytes_list(py, &out))
-    }
-
-    /// As `grade_arrow_traces_to_json`, the rows in one `JsonlBlock` (as `grade_jsonl_block`
-    /// gives them): counts for the summary, error rows marked, failing rows up to
-    /// `max_failing` (a mark's `line` is its row in the batch).
+    /// Rows of one Arrow record batch in the native trace schema → a `JsonlBlock` (as
+    /// `grade_jsonl_block` gives it for the same traces), read from the raw buffers: counts for
+    /// the summary, error rows marked, failing rows up to `max_failing` (a mark's `line` is its
+    /// row in the batch). `columns` maps a column name (`id`, `final_answer`, `calls`,
+    /// `calls.name`, ..., `metadata`, `metadata.key`, `metadata.value`) to `(length, offset,
+    /// validity, offsets, values, large_offsets)`; bad buffers raise `ValueError`.
     fn grade_arrow_block(
         &self,
         py: Python<'_>,
@@ -752,13 +675,6 @@ impl PyGrader {
         })?
         .map_err(PyValueError::new_err)?;
         PyJsonlBlock::new(py, block)
-    }
-
-    /// Benchmark floor: decodes each serialized `Trace` (prost only, one thread, no grading)
-    /// and returns how many decoded.
-    #[allow(clippy::unused_self)] // a method so the bench calls it on the grader it measures
-    fn decode_only(&self, py: Python<'_>, traces: Vec<PyBackedBytes>) -> PyResult<usize> {
-        run_detached(py, move || traces.iter().filter(|t| Trace::decode(&t[..]).is_ok()).count())
     }
 
     fn __repr__(&self) -> String {

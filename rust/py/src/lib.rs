@@ -1,4 +1,7 @@
 //! `trajgrade._core`: the `PyO3` binding of trajgrade-core (glue only; grading lives in the core).
+//! The production entry points; `_core.bench` (bench.rs) holds those only benchmarks and tests
+//! call.
+mod bench;
 mod detach;
 mod dict_trace;
 mod errors;
@@ -39,6 +42,7 @@ mod _core {
         m.add("CancelledError", py.get_type::<errors::CancelledError>())?;
         m.add("InternalError", py.get_type::<errors::InternalError>())?;
         errors::add_defaults(py)?;
+        crate::bench::add_to(m)?;
         Ok(())
     }
 }

@@ -1,12 +1,15 @@
 """Stub of `trajgrade._core`, the PyO3 binding of the Rust core (bytes in, bytes out).
 
 Every long call releases the GIL and grades on the grader's own thread pool. Inputs and
-outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core-api.md.
+outputs are serialized `trajgrade.v1` protobuf messages; see docs/internals/core-api.md. These
+are the production entry points; `trajgrade._core.bench` holds those only benchmarks and tests
+call.
 """
 
 from collections.abc import Callable
 from typing import Any, ClassVar, final
 
+from trajgrade._core import bench as bench
 from trajgrade.v1.result_pb2 import GradeResult
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "SuiteNotFoundError",
     "TrajgradeError",
     "__version__",
+    "bench",
     "build_profile",
     "encode_trace_dict",
     "split_jsonl",
@@ -195,9 +199,6 @@ class Grader:
     @property
     def limits(self) -> Limits:
         """The limits this grader applies."""
-    @property
-    def threads(self) -> int:
-        """The requested thread count (0 = one per core)."""
     def compile_suite(self, suite: bytes) -> CompiledSuite:
         """Serialized `Suite` → compiled suite (cached by content); raises InvalidSuiteError."""
     def register_suite(self, suite: bytes) -> str:
@@ -221,33 +222,17 @@ class Grader:
     def grade_batch_request(self, request: bytes, cancel: CancelToken | None = None) -> bytes:
         """Serialized `BatchGradeTracesRequest` → serialized `BatchGradeTracesResponse`; once
         `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
-    def grade_traces(
-        self, suite: CompiledSuite, traces: list[bytes], cancel: CancelToken | None = None
-    ) -> list[bytes]:
-        """Serialized `Trace`s against `suite` → one serialized `TraceOutcome` each; once
-        `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
     def grade_stream_chunk(
         self, suite: CompiledSuite, message: bytes, cancel: CancelToken | None = None
     ) -> bytes:
         """A serialized StreamGradeTracesRequest chunk (traces) against suite → serialized
         StreamGradeTracesResponse, one outcomes entry per trace (split and framed in the core);
         once `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
-    def grade_json_traces(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
-        """Protobuf-JSON `Trace` lines → one `TraceOutcome` each (a bad line → its ItemError)."""
-    def grade_json_traces_to_json(self, suite: CompiledSuite, lines: list[bytes]) -> list[bytes]:
-        """As `grade_json_traces`, but each output is the regrade JSONL row, newline included."""
     def grade_jsonl_block(
         self, suite: CompiledSuite, data: bytes, start: int, end: int, max_failing: int
     ) -> JsonlBlock:
         """data[start:end], whole native JSONL lines → their regrade rows in one buffer plus
         summary counts; marks (error rows, the first failing rows) are relative to start."""
-    def grade_arrow_traces_to_json(
-        self,
-        suite: CompiledSuite,
-        rows: int,
-        columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
-    ) -> list[bytes]:
-        """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
     def grade_arrow_block(
         self,
         suite: CompiledSuite,
@@ -255,9 +240,9 @@ class Grader:
         columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
         max_failing: int,
     ) -> JsonlBlock:
-        """As grade_arrow_traces_to_json, the rows in one JsonlBlock (a mark's line = its row)."""
-    def decode_only(self, traces: list[bytes]) -> int:
-        """Benchmark floor: prost-decode each `Trace` (one thread, no grading); count decoded."""
+        """Arrow buffers of native trace rows → their regrade rows in one JsonlBlock, as
+        grade_jsonl_block gives them for the same traces (a mark's line = its row); bad buffers:
+        ValueError."""
 
 @final
 class BlockMark:
