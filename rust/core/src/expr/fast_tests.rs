@@ -580,3 +580,36 @@ fn random_expressions_agree_with_the_interpreter() {
         "{fast} {fell_back} {interpreted} {stopped}"
     );
 }
+
+#[test]
+fn scalar_shortcuts_agree_with_the_crate() {
+    use super::value::{equal, order, V};
+    let values = [
+        V::Null,
+        V::Bool(true),
+        V::Bool(false),
+        V::Int(0),
+        V::Int(-1),
+        V::Int(i64::MAX),
+        V::Int(9_007_199_254_740_993),
+        V::UInt(1),
+        V::Double(0.0),
+        V::Double(-0.0),
+        V::Double(f64::NAN),
+        V::Double(f64::INFINITY),
+        V::Double(9_007_199_254_740_992.0),
+        V::Double(-1.0),
+        V::Str(""),
+        V::Str("a"),
+        V::Str("é"),
+        V::Str("b"),
+    ];
+    for a in &values {
+        for b in &values {
+            let (x, y) = (a.scalar().expect("scalar"), b.scalar().expect("scalar"));
+            assert_eq!(equal(a, b), Some(x.val().equals(y.val())), "{a:?} == {b:?}");
+            let crate_order = super::numbers::order_vals("_<_", x.val(), y.val()).ok();
+            assert_eq!(order("_<_", a, b), crate_order, "{a:?} < {b:?}");
+        }
+    }
+}

@@ -102,6 +102,18 @@ impl<'a> V<'a> {
 /// `a == b` as the crate decides it, or `None` when the fast path does not compare these
 /// (two containers).
 pub fn equal(a: &V<'_>, b: &V<'_>) -> Option<bool> {
+    // The common pairs without the crate's dispatch (its rules: the same as Rust's for these).
+    #[allow(clippy::float_cmp)] // CEL's double equality is IEEE equality
+    match (a, b) {
+        (V::Str(x), V::Str(y)) => return Some(x == y),
+        (V::Int(x), V::Int(y)) => return Some(x == y),
+        (V::Double(x), V::Double(y)) => return Some(x == y),
+        (V::Bool(x), V::Bool(y)) => return Some(x == y),
+        (V::Null, V::Null) => return Some(true),
+        // `null` equals nothing else (the crate builds, then drops, an error to say so).
+        (V::Null, _) | (_, V::Null) => return Some(false),
+        _ => {}
+    }
     match (a.scalar(), b.scalar()) {
         (Some(x), Some(y)) => Some(x.val().equals(y.val())),
         // A scalar never equals a list, a map or a record, either way round.
@@ -112,7 +124,17 @@ pub fn equal(a: &V<'_>, b: &V<'_>) -> Option<bool> {
 
 /// How `a` and `b` order for the ordering operators (`numbers::order_vals`); `None` where the
 /// crate fails (or for containers).
+#[allow(clippy::cast_precision_loss)] // mixed numbers compare as doubles (see `numbers`)
 pub fn order(operator: &str, a: &V<'_>, b: &V<'_>) -> Option<Ordering> {
+    // The common pairs without the crate's dispatch.
+    match (a, b) {
+        (V::Int(x), V::Int(y)) => return Some(x.cmp(y)),
+        (V::Double(x), V::Double(y)) => return x.partial_cmp(y),
+        (V::Int(x), V::Double(y)) => return (*x as f64).partial_cmp(y),
+        (V::Double(x), V::Int(y)) => return x.partial_cmp(&(*y as f64)),
+        (V::Str(x), V::Str(y)) => return Some(x.cmp(y)),
+        _ => {}
+    }
     let (x, y) = (a.scalar()?, b.scalar()?);
     super::numbers::order_vals(operator, x.val(), y.val()).ok()
 }
