@@ -23,9 +23,14 @@ mod check;
 pub mod cost;
 #[cfg(test)]
 mod differential;
+mod eval;
+#[cfg(test)]
+mod fast_tests;
 mod numbers;
+mod plan;
 mod reads;
 mod record;
+mod value;
 
 /// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).
 pub const MAX_EXPRESSION_BYTES: usize = 65_535;
@@ -95,6 +100,8 @@ pub struct Expression {
     reads_result_json: bool,
     /// The variables it names, and whether records must act as built maps (see [`reads`]).
     reads: reads::Reads,
+    /// The fast path's plan, when it covers the expression (see [`plan`], [`eval`]).
+    plan: Option<plan::Plan>,
 }
 
 const _: () = {
@@ -151,13 +158,53 @@ impl Expression {
         let reads = reads::reads(&expr);
         numbers::rewrite(&mut expr);
         cost::instrument(&mut expr);
-        Ok(Expression { expr, cost_limit, reads_result_json, reads })
+        let plan = plan::compile(&expr);
+        Ok(Expression { expr, cost_limit, reads_result_json, reads, plan })
     }
 
     /// Evaluates to a bool; anything else (or an evaluation error, the cost limit exceeded
     /// included) is `Err` with a message. The units spent go to `work` too; when `work` says
     /// stop, the result is `Err` and `work.stopped()` tells why.
     pub fn evaluate(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
+        if let Some(plan) = &self.plan {
+            if let Some(done) = self.evaluate_fast(plan, b, work) {
+                #[cfg(test)]
+                fast_tests::took(fast_tests::Path::Fast);
+                return done;
+            }
+            #[cfg(test)]
+            fast_tests::took(fast_tests::Path::FellBack);
+        } else {
+            #[cfg(test)]
+            fast_tests::took(fast_tests::Path::Interpreter);
+        }
+        self.evaluate_interpreted(b, work)
+    }
+
+    /// The fast path's answer, or `None` when the interpreter must give it (see [`eval`]): its
+    /// units are then not spent, the interpreter's are.
+    fn evaluate_fast(
+        &self,
+        plan: &plan::Plan,
+        b: &Bindings<'_>,
+        work: &Work,
+    ) -> Option<Result<bool, String>> {
+        let parsed = std::cell::OnceCell::new();
+        let mut meter = cost::Meter::new(self.cost_limit, work);
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            eval::run(plan, b, &parsed, self.reads_result_json, &mut meter)
+        }));
+        let outcome = match out {
+            Ok(Ok(value::V::Bool(x))) => Ok(x),
+            Ok(Err(eval::Halt::Stop)) => Err(String::new()),
+            // Not a bool, a fallback or a panic: the interpreter's to answer.
+            _ => return None,
+        };
+        Some(self.finish(meter.used(), meter.stop(), work, outcome))
+    }
+
+    /// The interpreter's answer, with the variables bound lazily.
+    fn evaluate_interpreted(&self, b: &Bindings<'_>, work: &Work) -> Result<bool, String> {
         // Layered so that each borrows the ones before (see `bind`).
         let parsed = bind::parsed(b, self.reads);
         let records = bind::Records::new(b, &parsed, self.reads, self.reads_result_json);
@@ -183,14 +230,10 @@ impl Expression {
         let (outcome, used, stop) = cost::metered(self.cost_limit, work, || {
             catch_unwind(AssertUnwindSafe(|| CelValue::resolve(&self.expr, ctx)))
         });
-        // Units are spent even when the evaluation failed: the work was done.
-        let work_ok = work.spend(used.saturating_mul(cost::WORK_PER_COST_UNIT));
-        if stop == Some(cost::Why::CostLimit) {
-            return Err(format!("cost limit of {} exceeded", self.cost_limit));
-        }
-        if stop.is_some() || !work_ok {
-            return Err("grading stopped".to_owned());
-        }
+        let outcome = match self.finish(used, stop, work, Ok(false)) {
+            Err(stopped) => return Err(stopped),
+            Ok(_) => outcome,
+        };
         match outcome {
             Err(_) => Err("the CEL evaluator failed on this expression".to_owned()),
             Ok(Ok(CelValue::Bool(b))) => Ok(b),
@@ -206,6 +249,27 @@ impl Expression {
             )),
             Ok(Err(e)) => Err(error_text(&e)),
         }
+    }
+}
+
+impl Expression {
+    /// Spends `used` units on `work` (even when the evaluation failed: the work was done) and
+    /// answers `outcome`, unless the meter stopped the evaluation or `work` is spent.
+    fn finish(
+        &self,
+        used: u64,
+        stop: Option<cost::Why>,
+        work: &Work,
+        outcome: Result<bool, String>,
+    ) -> Result<bool, String> {
+        let work_ok = work.spend(used.saturating_mul(cost::WORK_PER_COST_UNIT));
+        if stop == Some(cost::Why::CostLimit) {
+            return Err(format!("cost limit of {} exceeded", self.cost_limit));
+        }
+        if stop.is_some() || !work_ok {
+            return Err("grading stopped".to_owned());
+        }
+        outcome
     }
 }
 

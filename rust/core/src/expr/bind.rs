@@ -43,7 +43,11 @@ pub fn parsed(b: &Bindings<'_>, reads: Reads) -> Vec<Parsed> {
 
 /// A call's arguments as bound: the value given, else its text parsed (`null` when absent,
 /// not JSON or too deep).
-fn call_args<'v>(c: &ExprCall<'v>, parsed: &'v Parsed, max_depth: usize) -> Option<&'v Value> {
+pub(super) fn call_args<'v>(
+    c: &ExprCall<'v>,
+    parsed: &'v Parsed,
+    max_depth: usize,
+) -> Option<&'v Value> {
     c.args.or_else(|| {
         let text = c.args_text?;
         parsed
@@ -60,6 +64,15 @@ fn call_args<'v>(c: &ExprCall<'v>, parsed: &'v Parsed, max_depth: usize) -> Opti
 /// `max_depth`).
 fn parse_result(result: &str, max_depth: usize) -> Option<Value> {
     Some(result).filter(|r| !r.is_empty()).and_then(|r| parse(r, max_depth).ok())
+}
+
+/// A call's `result_json` as bound when the expression reads it: parsed once per evaluation.
+pub(super) fn call_result<'v>(
+    c: &ExprCall<'v>,
+    parsed: &'v Parsed,
+    max_depth: usize,
+) -> Option<&'v Value> {
+    parsed.result.get_or_init(|| parse_result(c.result, max_depth)).as_ref()
 }
 
 /// An evaluation's records: each one's entries, then the crate's values for them.
@@ -282,14 +295,14 @@ impl<'v> Entries<'v> for ModelEntries<'v> {
 /// The model calls' token sums (never overflowing) and their total cost, `None` unless every
 /// model call recorded one.
 #[derive(Clone, Copy)]
-struct Usage {
-    input: u128,
-    output: u128,
-    cost: Option<f64>,
+pub(super) struct Usage {
+    pub input: u128,
+    pub output: u128,
+    pub cost: Option<f64>,
 }
 
 impl Usage {
-    fn of(model_calls: &[ModelCall<'_>]) -> Self {
+    pub(super) fn of(model_calls: &[ModelCall<'_>]) -> Self {
         Usage {
             input: model_calls.iter().map(|m| u128::from(m.input_tokens)).sum(),
             output: model_calls.iter().map(|m| u128::from(m.output_tokens)).sum(),
@@ -370,12 +383,12 @@ fn map<'v>(fields: Vec<(&'static str, Boxed<'v>)>) -> CelMap<'v> {
 
 /// A duration in nanoseconds as milliseconds.
 #[allow(clippy::cast_precision_loss)]
-fn millis(ns: u64) -> f64 {
+pub(super) fn millis(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
 /// A turn as bound: 0 (not recorded) reads as turn 1.
-fn turn(t: u32) -> i64 {
+pub(super) fn turn(t: u32) -> i64 {
     i64::from(t.max(1))
 }
 

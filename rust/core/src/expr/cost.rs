@@ -18,7 +18,8 @@ use cel::{Env, ExecutionError};
 
 use crate::work::{CancelFlag, Work};
 
-const COST: &str = "@cost";
+/// The metering function's name (see [`super::plan`], which reads the instrumented tree).
+pub const COST: &str = "@cost";
 /// Units between two looks at the cancellation flag.
 const CANCEL_EVERY: u64 = 1024;
 
@@ -32,13 +33,55 @@ pub enum Why {
     Cancelled,
 }
 
-struct Meter {
+/// The units one evaluation spends: shared by the interpreter's `@cost` and the fast path
+/// (see [`super::eval`]), so both stop at the same unit for the same reason.
+pub struct Meter {
     used: u64,
     cost_limit: u64,
     /// Units the trace's work meter has left.
     work_left: u64,
     cancel: Option<CancelFlag>,
     stop: Option<Why>,
+}
+
+impl Meter {
+    /// A meter for one evaluation with `cost_limit` and what `work` has left.
+    pub fn new(cost_limit: u64, work: &Work) -> Self {
+        Meter {
+            used: 0,
+            cost_limit,
+            work_left: work.limit().saturating_sub(work.used()) / WORK_PER_COST_UNIT,
+            cancel: work.cancel_flag().cloned(),
+            stop: None,
+        }
+    }
+
+    /// Spends one unit; `false` once the evaluation must stop (and from then on, without
+    /// counting further units).
+    #[inline]
+    pub fn spend(&mut self) -> bool {
+        if self.stop.is_none() {
+            self.used += 1;
+            if self.used > self.cost_limit {
+                self.stop = Some(Why::CostLimit);
+            } else if self.used > self.work_left {
+                self.stop = Some(Why::WorkLimit);
+            } else if self.used % CANCEL_EVERY == 0
+                && self.cancel.as_ref().is_some_and(CancelFlag::is_cancelled)
+            {
+                self.stop = Some(Why::Cancelled);
+            }
+        }
+        self.stop.is_none()
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    pub fn stop(&self) -> Option<Why> {
+        self.stop
+    }
 }
 
 thread_local! {
@@ -55,21 +98,7 @@ fn spend_one<'b, 'v>(_: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execution
     let ok = METER.with_borrow_mut(|m| match m {
         // Outside a metered evaluation (never in grading) nothing is counted.
         None => true,
-        Some(m) => {
-            if m.stop.is_none() {
-                m.used += 1;
-                if m.used > m.cost_limit {
-                    m.stop = Some(Why::CostLimit);
-                } else if m.used > m.work_left {
-                    m.stop = Some(Why::WorkLimit);
-                } else if m.used % CANCEL_EVERY == 0
-                    && m.cancel.as_ref().is_some_and(CancelFlag::is_cancelled)
-                {
-                    m.stop = Some(Why::Cancelled);
-                }
-            }
-            m.stop.is_none()
-        }
+        Some(m) => m.spend(),
     });
     if ok {
         Ok(CowVal::Borrowed(&CelBool::TRUE))
@@ -92,15 +121,7 @@ pub fn metered<T>(cost_limit: u64, work: &Work, eval: impl FnOnce() -> T) -> (T,
             METER.with_borrow_mut(Option::take);
         }
     }
-    METER.with_borrow_mut(|m| {
-        *m = Some(Meter {
-            used: 0,
-            cost_limit,
-            work_left: work.limit().saturating_sub(work.used()) / WORK_PER_COST_UNIT,
-            cancel: work.cancel_flag().cloned(),
-            stop: None,
-        });
-    });
+    METER.with_borrow_mut(|m| *m = Some(Meter::new(cost_limit, work)));
     let reset = Reset;
     let out = eval();
     let (used, stop) = METER.with_borrow(|m| m.as_ref().map_or((0, None), |m| (m.used, m.stop)));

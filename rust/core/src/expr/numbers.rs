@@ -113,7 +113,10 @@ fn as_f64(v: &dyn Val) -> Option<f64> {
 
 /// Both operands as doubles when they are numbers of different types.
 fn mixed(args: &[CowVal<'_, '_>]) -> Option<(f64, f64)> {
-    let (a, b) = (args[0].as_ref(), args[1].as_ref());
+    mixed_vals(args[0].as_ref(), args[1].as_ref())
+}
+
+fn mixed_vals(a: &dyn Val, b: &dyn Val) -> Option<(f64, f64)> {
     if a.get_type().kind() == b.get_type().kind() {
         return None;
     }
@@ -162,14 +165,18 @@ arithmetic!(div, "div", as_divider, div, /);
 /// How the operands order, as the crate's ordering operators see it (doubles for mixed
 /// numbers); `operator` names the operator in the error when they do not order.
 fn order(operator: &str, args: &[CowVal<'_, '_>]) -> Result<Ordering, ExecutionError> {
-    let (a, b) = (args[0].as_ref(), args[1].as_ref());
+    order_vals(operator, args[0].as_ref(), args[1].as_ref())
+}
+
+/// [`order`] of two values (the fast path's too, see [`super::eval`]).
+pub fn order_vals(operator: &str, a: &dyn Val, b: &dyn Val) -> Result<Ordering, ExecutionError> {
     let no_overload = || {
         ExecutionError::no_such_overload(
             operator,
             vec![a.get_type().name().to_owned(), b.get_type().name().to_owned()],
         )
     };
-    if let Some((x, y)) = mixed(args) {
+    if let Some((x, y)) = mixed_vals(a, b) {
         return x.partial_cmp(&y).ok_or_else(no_overload);
     }
     a.as_comparer().ok_or_else(no_overload)?.compare(b).map_err(|e| match e {
