@@ -30,6 +30,8 @@ mod numbers;
 mod plan;
 mod reads;
 mod record;
+#[cfg(test)]
+mod test_support;
 mod value;
 
 /// Longest expression accepted, in bytes (the `cel` parser panics past column 65,535).

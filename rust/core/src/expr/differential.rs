@@ -1,8 +1,8 @@
 //! The lazy binding against the eager one it replaced: every expression here must give the
 //! same outcome, the same error text and spend the same cost units through both.
+use super::test_support::{with_bindings, Rng};
 use super::{Bindings, ExprCall, Expression};
 use crate::json::{parse, Value};
-use crate::trace::ModelCall;
 use crate::work::Work;
 
 /// Evaluates `src` through both bindings and asserts they agree; answers the outcome.
@@ -67,34 +67,7 @@ fn with_calls<T>(f: impl FnOnce(&Bindings<'_>) -> T) -> T {
         },
         ExprCall { name: "noop", position: 9, ..ExprCall::default() },
     ];
-    let model_calls = [
-        ModelCall {
-            model: "big",
-            input_tokens: 30_000,
-            output_tokens: 10,
-            cost: Some(0.25),
-            agent: "triage",
-            ..ModelCall::default()
-        },
-        ModelCall {
-            model: "small",
-            input_tokens: u64::MAX,
-            output_tokens: 2_000,
-            cost: None,
-            turn: 2,
-            start_time_unix_nano: 5,
-            end_time_unix_nano: 9,
-            ..ModelCall::default()
-        },
-    ];
-    let b = Bindings {
-        calls: &calls,
-        model_calls: &model_calls,
-        answer: "Your refund is on its way.",
-        metadata: &[("env", "prod"), ("region", "eu"), ("env", "dev")],
-        max_json_depth: 8,
-    };
-    f(&b)
+    with_bindings(&calls, f)
 }
 
 /// True expressions reading every call field, `args`, map equality, iteration, `has()`,
@@ -252,43 +225,31 @@ fn lazy_binding_matches_without_model_calls_or_calls() {
     }
 }
 
-/// A small deterministic generator (xorshift64*), for random JSON arguments.
-struct Rng(u64);
-
+/// Random JSON arguments.
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn json(&mut self, depth: u32) -> String {
+    fn argument_json(&mut self, depth: u32) -> String {
         let keys = ["a", "b", "k", "order_id", "amount", ""];
         match self.below(if depth == 0 { 5 } else { 7 }) {
             0 => "null".to_owned(),
-            1 => ["true", "false"][self.below(2) as usize].to_owned(),
+            1 => ["true", "false"][self.below(2)].to_owned(),
             2 => ["0", "-1", "5000", "1.5", "1e2", "9223372036854775808", "-0.0", "2.5e-3"]
-                [self.below(8) as usize]
-                .to_owned(),
-            3 => ["\"\"", "\"x\"", "\"A-7\"", "\"\\u00e9\"", "\"\\ud800\""][self.below(5) as usize]
-                .to_owned(),
-            4 => format!("\"{}\"", keys[self.below(6) as usize]),
+                [self.below(8)]
+            .to_owned(),
+            3 => {
+                ["\"\"", "\"x\"", "\"A-7\"", "\"\\u00e9\"", "\"\\ud800\""][self.below(5)].to_owned()
+            }
+            4 => format!("\"{}\"", keys[self.below(6)]),
             5 => {
                 let n = self.below(4);
-                let items: Vec<String> = (0..n).map(|_| self.json(depth - 1)).collect();
+                let items: Vec<String> = (0..n).map(|_| self.argument_json(depth - 1)).collect();
                 format!("[{}]", items.join(","))
             }
             _ => {
                 let n = self.below(5);
                 let fields: Vec<String> = (0..n)
                     .map(|_| {
-                        let k = keys[self.below(6) as usize];
-                        format!("\"{k}\":{}", self.json(depth - 1))
+                        let k = keys[self.below(6)];
+                        format!("\"{k}\":{}", self.argument_json(depth - 1))
                     })
                     .collect();
                 format!("{{{}}}", fields.join(","))
@@ -318,7 +279,7 @@ fn random_arguments_read_the_same_through_both_bindings() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for _ in 0..150 {
         let texts: Vec<String> = (0..3)
-            .map(|_| if rng.below(6) == 0 { "{\"a\":".to_owned() } else { rng.json(3) })
+            .map(|_| if rng.below(6) == 0 { "{\"a\":".to_owned() } else { rng.argument_json(3) })
             .collect();
         let calls: Vec<ExprCall<'_>> = texts
             .iter()

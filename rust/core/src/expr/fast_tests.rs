@@ -3,6 +3,7 @@
 //! random traces, also under tiny cost limits and work budgets; and which path ran.
 use std::cell::Cell;
 
+use super::test_support::{with_bindings, Rng};
 use super::{cost, Bindings, ExprCall, Expression};
 use crate::trace::ModelCall;
 use crate::work::Work;
@@ -82,34 +83,7 @@ fn with_trace<T>(f: impl FnOnce(&Bindings<'_>) -> T) -> T {
             ..ExprCall::default()
         },
     ];
-    let model_calls = [
-        ModelCall {
-            model: "big",
-            input_tokens: 30_000,
-            output_tokens: 10,
-            cost: Some(0.25),
-            agent: "triage",
-            ..ModelCall::default()
-        },
-        ModelCall {
-            model: "small",
-            input_tokens: u64::MAX,
-            output_tokens: 2_000,
-            cost: None,
-            turn: 2,
-            start_time_unix_nano: 5,
-            end_time_unix_nano: 9,
-            ..ModelCall::default()
-        },
-    ];
-    let b = Bindings {
-        calls: &calls,
-        model_calls: &model_calls,
-        answer: "Your refund is on its way.",
-        metadata: &[("env", "prod"), ("region", "eu"), ("env", "dev")],
-        max_json_depth: 8,
-    };
-    f(&b)
+    with_bindings(&calls, f)
 }
 
 /// Edge cases: each with its outcome through both paths, and the path it must take.
@@ -266,25 +240,8 @@ fn limits_stop_both_paths_at_the_same_unit() {
     });
 }
 
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
+/// Random JSON values.
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n as u64).expect("small")
-    }
-
-    fn pick<'s>(&mut self, from: &[&'s str]) -> &'s str {
-        from[self.below(from.len())]
-    }
-
     fn json(&mut self, depth: u32) -> String {
         let keys = ["a", "k", "order_id", "amount", "tags"];
         match self.below(if depth == 0 { 4 } else { 6 }) {
