@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,13 @@ def _provider(exporter: Any) -> Any:
 
 def make_trace(tracer: Any, end_marker: bool) -> None:
     """One agent run: an `invoke_agent` root with an `execute_tool` span per tool call."""
+    for _ in trace_steps(tracer, end_marker):
+        pass
+
+
+def trace_steps(tracer: Any, end_marker: bool = False) -> Iterator[None]:
+    """make_trace as it happens: one span ends per step (the tools, then the root), so the
+    spans of a run reach the exporter over several ticks."""
     from opentelemetry import trace  # noqa: PLC0415
 
     attributes: dict[str, Any] = {
@@ -102,30 +110,6 @@ def make_trace(tracer: Any, end_marker: bool) -> None:
     }
     if end_marker:
         attributes["trajgrade.run.end"] = True
-    root = tracer.start_span("invoke_agent bench_agent", attributes=attributes)
-    context = trace.set_span_in_context(root)
-    for i, tool in enumerate(TOOLS):
-        span = tracer.start_span(
-            f"execute_tool {tool}",
-            context=context,
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": tool,
-                "gen_ai.tool.call.id": f"call_{i}",
-                "gen_ai.tool.call.arguments": '{"city": "Paris"}',
-                "gen_ai.tool.call.result": "ok",
-            },
-        )
-        span.end()
-    root.end()
-
-
-def trace_steps(tracer: Any) -> Any:
-    """make_trace as it happens: one span ends per step (the tools, then the root), so the
-    spans of a run reach the exporter over several ticks."""
-    from opentelemetry import trace  # noqa: PLC0415
-
-    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "bench_agent"}
     root = tracer.start_span("invoke_agent bench_agent", attributes=attributes)
     context = trace.set_span_in_context(root)
     for i, tool in enumerate(TOOLS):
