@@ -186,6 +186,19 @@ def test_export_endpoint_protocol_and_security(
 ) -> None:
     target = parse("--otlp-export-endpoint", endpoint, *extra).export_target()
     assert (target.protocol, target.address, target.tls) == (protocol, address, tls)
+    assert target.compression == "none"
+
+
+def test_export_compression_from_flag_and_env() -> None:
+    flag = parse("--otlp-export-endpoint", "c:1", "--otlp-export-compression", "gzip")
+    env = parse(
+        environ={
+            "TRAJGRADE_OTLP_EXPORT_ENDPOINT": "http://c:4318",
+            "TRAJGRADE_OTLP_EXPORT_COMPRESSION": "gzip",
+        }
+    )
+    assert flag.export_target().compression == env.export_target().compression == "gzip"
+    assert "gzip" in flag.export_target().describe()
 
 
 @pytest.mark.parametrize(
@@ -205,6 +218,8 @@ def test_export_endpoint_protocol_and_security(
         ("--otlp-export-endpoint c:1 --otlp-export-cert c.pem", "go together"),
         ("--otlp-export-ca ca.pem", "need otlp_export_endpoint"),
         ("--otlp-export-header a=b", "need otlp_export_endpoint"),
+        ("--otlp-export-endpoint c:1 --otlp-export-compression br", "none or gzip"),
+        ("--otlp-export-compression gzip", "need otlp_export_endpoint"),
     ],
 )
 def test_export_settings_that_clash_are_refused(argv: str, message: str) -> None:

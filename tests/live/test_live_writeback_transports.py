@@ -27,7 +27,7 @@ from trajgrade.live.writeback import EVENT_NAME
 from trajgrade.v1 import grader_service_pb2
 
 from .conftest import Live, LiveFactory, by_trace, eventually, export_request, span_items
-from .test_live_writeback import LogsSink, attrs
+from .test_live_writeback import LogsSink, attrs, start_sink
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,6 +45,7 @@ class Call:
     at: float
     path: str
     headers: Mapping[str, str]  # case-insensitive, as HTTP field names are
+    body_bytes: int = 0  # the body as read (inflated when it came gzip-encoded)
 
 
 @dataclass
@@ -58,7 +59,7 @@ class HttpLogsReceiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
-        self.calls.append(Call(time.monotonic(), request.path, request.headers.copy()))
+        self.calls.append(Call(time.monotonic(), request.path, request.headers.copy(), len(body)))
         if request.content_type != PROTOBUF:
             return web.Response(status=415)
         decoded = logs_service_pb2.ExportLogsServiceRequest.FromString(body)
@@ -141,6 +142,38 @@ async def test_http_records_headers_and_base_path(
     assert call.headers["Content-Type"] == PROTOBUF
     assert call.headers["Authorization"] == TOKEN
     assert call.headers["X-Tenant"] == "blue"
+
+
+async def test_http_gzip_bodies_are_compressed_on_the_wire(
+    make_live: LiveFactory, spans_file: Path, http_receiver: StartHttp
+) -> None:
+    receiver = HttpLogsReceiver()
+    port = await http_receiver(receiver)
+    live = await make_live(
+        otlp_export_endpoint=f"http://127.0.0.1:{port}", otlp_export_compression="gzip"
+    )
+    expected = await grade_one(live, spans_file)
+    await eventually(lambda: sent(live) == expected, what="the sent count")
+    assert len(receiver.records) == expected  # aiohttp inflated the body; it decoded
+    (call,) = receiver.calls
+    assert call.headers["Content-Encoding"] == "gzip"
+    # What travelled is smaller than the ExportLogsServiceRequest it inflates to.
+    assert int(call.headers["Content-Length"]) < call.body_bytes
+
+
+async def test_grpc_gzip_exports_arrive(make_live: LiveFactory, spans_file: Path) -> None:
+    server, sink, port = await start_sink()
+    try:
+        live = await make_live(
+            otlp_export_endpoint=f"127.0.0.1:{port}",
+            otlp_export_insecure=True,
+            otlp_export_compression="gzip",
+        )
+        expected = await grade_one(live, spans_file)
+        await eventually(lambda: sent(live) == expected, what="the sent count")
+        assert len(sink.records) == expected
+    finally:
+        await server.stop(0)
 
 
 async def test_http_503_is_retried_after_retry_after(

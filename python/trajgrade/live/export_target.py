@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 GRPC = "grpc"
 HTTP_PROTOBUF = "http/protobuf"
 PROTOCOLS = (GRPC, HTTP_PROTOBUF)
+# OTEL_EXPORTER_OTLP_COMPRESSION's values.
+NONE, GZIP = "none", "gzip"
+COMPRESSIONS = (NONE, GZIP)
 LOGS_PATH = "/v1/logs"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -32,12 +35,14 @@ class ExportTarget:
     key_file: str | None = None
     # Out of repr(): header values are often tokens.
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    compression: str = NONE  # or GZIP: each export body gzip-compressed
 
     def describe(self) -> str:
         """For logs: protocol, security and address (never the headers: they carry tokens)."""
         name = "OTLP/gRPC" if self.protocol == GRPC else "OTLP/HTTP"
         security = "mTLS" if self.cert_file else "TLS" if self.tls else "plaintext"
-        return f"{name} ({security}) to {self.address}"
+        gzip = ", gzip" if self.compression == GZIP else ""
+        return f"{name} ({security}{gzip}) to {self.address}"
 
 
 def parse_target(
@@ -49,6 +54,7 @@ def parse_target(
     cert_file: str | None = None,
     key_file: str | None = None,
     headers: tuple[tuple[str, str], ...] = (),
+    compression: str = NONE,
 ) -> ExportTarget:
     """Resolve the write-back settings (ValueError names what is wrong).
 
@@ -65,6 +71,8 @@ def parse_target(
         protocol = HTTP_PROTOBUF if scheme in ("http", "https") else GRPC
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be grpc or http/protobuf, got {protocol!r}")
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be none or gzip, got {compression!r}")
     if insecure and scheme == "https":
         raise ValueError(f"endpoint {endpoint!r} is https://: TLS, yet insecure is set")
     if (cert_file is None) != (key_file is None):
@@ -82,7 +90,7 @@ def parse_target(
             f"a CA or client certificate is set, but {endpoint!r} is plaintext "
             "(http://, or insecure for a gRPC endpoint)"
         )
-    return ExportTarget(protocol, target, tls, ca_file, cert_file, key_file, headers)
+    return ExportTarget(protocol, target, tls, ca_file, cert_file, key_file, headers, compression)
 
 
 def _grpc_target(endpoint: str, scheme: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import gzip
 import ssl
 from typing import Protocol
 
@@ -18,7 +19,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 
-from trajgrade.live.export_target import GRPC, ExportTarget
+from trajgrade.live.export_target import GRPC, GZIP, ExportTarget
 
 EXPORT = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 PROTOBUF = "application/x-protobuf"
@@ -82,6 +83,8 @@ class GrpcTransport:
     def __init__(self, target: ExportTarget) -> None:
         self.target = target
         self._metadata = target.headers
+        # grpc-encoding gzip on each call: the message is compressed by grpc itself.
+        self._compression = grpc.Compression.Gzip if target.compression == GZIP else None
         self._credentials = (
             grpc.ssl_channel_credentials(
                 root_certificates=_read(target.ca_file),
@@ -107,7 +110,7 @@ class GrpcTransport:
     async def export(self, body: bytes, timeout_s: float) -> ExportLogsServiceResponse:
         try:
             response: ExportLogsServiceResponse = await self._export(
-                body, timeout=timeout_s, metadata=self._metadata
+                body, timeout=timeout_s, metadata=self._metadata, compression=self._compression
             )
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
@@ -143,8 +146,11 @@ class HttpTransport:
             self._ssl = ssl.create_default_context(cafile=target.ca_file)
             if target.cert_file is not None:
                 self._ssl.load_cert_chain(target.cert_file, target.key_file)
-        # The configured headers first: the content type is the protocol's, not theirs.
+        # The configured headers first: the content type and encoding are the protocol's.
         self._headers = {**dict(target.headers), "Content-Type": PROTOBUF}
+        self._gzip = target.compression == GZIP
+        if self._gzip:
+            self._headers["Content-Encoding"] = "gzip"
         self._session: aiohttp.ClientSession | None = None
 
     def start(self) -> None:
@@ -154,6 +160,8 @@ class HttpTransport:
 
     async def export(self, body: bytes, timeout_s: float) -> ExportLogsServiceResponse:
         assert self._session is not None, "start() first"
+        if self._gzip:
+            body = gzip.compress(body, compresslevel=6)
         try:
             async with self._session.post(
                 self.target.address,

@@ -234,6 +234,12 @@ class Settings:
         "http/protobuf for an http:// or https:// endpoint, grpc otherwise",
         _opt_str,
     )
+    otlp_export_compression: str = _setting(
+        "none",
+        "compress each write-back export: gzip or none (as OTEL_EXPORTER_OTLP_COMPRESSION; "
+        "gRPC's grpc-encoding, HTTP's Content-Encoding)",
+        str,
+    )
     otlp_export_insecure: bool = _setting(
         False,
         "plaintext gRPC write-back to an endpoint without http:// or https:// (as "
@@ -427,6 +433,8 @@ class Settings:
                 )
                 if getattr(self, name) is not None
             ]
+            if self.otlp_export_compression != "none":
+                given.append("otlp_export_compression")
             if self.otlp_export_insecure or self.otlp_export_header:
                 given.append("otlp_export_insecure / otlp_export_header")
             if given:
@@ -458,6 +466,7 @@ class Settings:
             cert_file=self.otlp_export_cert,
             key_file=self.otlp_export_key,
             headers=self.otlp_export_header,
+            compression=self.otlp_export_compression,
         )
 
     @property
