@@ -7,7 +7,8 @@
 //! `grade_loop N per_turn` for the same assertion `per_turn` over 5 turns (calls and reference
 //! spread over turns 1-5; the same traces in both); `grade_loop N expr 'EXPR'` for one
 //! `expression` assertion, `grade_loop N inorder` for one v1 `trajectory_match` `IN_ORDER`
-//! (the first trace's calls as the reference) on the same traces.
+//! (the first trace's calls as the reference) on the same traces, `grade_loop N ordered_f1` for
+//! one `trajectory_score` `ORDERED_F1` with that reference.
 #[path = "../benches/workload.rs"]
 mod workload;
 
@@ -67,15 +68,19 @@ fn main() {
         .expect("a suite");
         let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
         grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
-    } else if mode.as_deref() == Some("inorder") {
+    } else if matches!(mode.as_deref(), Some("inorder" | "ordered_f1")) {
         let grader = Grader::new(Limits::default(), 1);
         let first = Trace::decode(refs[0]).expect("a trace");
         let reference: Vec<_> =
             first.calls.iter().map(|c| serde_json::json!({"name": c.name})).collect();
-        let suite: trajgrade_core::proto::v1::Suite = serde_json::from_value(serde_json::json!(
-            {"assertions": [{"trajectory_match": {"reference": reference, "mode": "TRAJECTORY_MODE_IN_ORDER"}}]}
-        ))
-        .expect("a suite");
+        let assertion = if mode.as_deref() == Some("inorder") {
+            serde_json::json!({"trajectory_match": {"reference": reference, "mode": "TRAJECTORY_MODE_IN_ORDER"}})
+        } else {
+            serde_json::json!({"trajectory_score": {"reference": reference, "metric": "SCORE_METRIC_ORDERED_F1", "min_score": 0.5}})
+        };
+        let suite: trajgrade_core::proto::v1::Suite =
+            serde_json::from_value(serde_json::json!({ "assertions": [assertion] }))
+                .expect("a suite");
         let suite = grader.compile_suite(&suite.encode_to_vec()).expect("valid");
         grader.grade_traces(&suite, &refs).iter().map(Vec::len).sum()
     } else if floor {

@@ -323,13 +323,22 @@ impl Lengths {
         for i in (0..r).rev() {
             meter.tick(a as u64)?;
             row[a] = 0;
-            for j in (0..a).rev() {
-                row[j] = if edges.get(i, j) { below[j + 1] + 1 } else { below[j].max(row[j + 1]) };
-                if row[j] > row[j + 1] {
-                    drops.set(i, j);
+            // A word of edges read, and a word of drops written, per 64 calls.
+            let (edge_row, drop_row) = (i * words..(i + 1) * words, i * words..(i + 1) * words);
+            let (edge_row, drop_row) = (&edges.bits[edge_row], &mut drops.bits[drop_row]);
+            for w in (0..words).rev() {
+                let (edge_word, mut drop_word) = (edge_row[w], 0u64);
+                for j in (w * 64..a.min(w * 64 + 64)).rev() {
+                    let bit = j % 64;
+                    let l = if edge_word >> bit & 1 == 1 {
+                        below[j + 1] + 1
+                    } else {
+                        below[j].max(row[j + 1])
+                    };
+                    drop_word |= u64::from(l > row[j + 1]) << bit;
+                    row[j] = l;
                 }
-            }
-            for w in 0..words {
+                drop_row[w] = drop_word;
                 at_word[i * words + w] = row[w * 64];
             }
             std::mem::swap(&mut below, &mut row);
