@@ -34,11 +34,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=builder /dist/ /tmp/dist/
-# The wheel pins its own dependency ranges (pyproject); nothing else is installed. Bytecode is
-# compiled here, once, so each `trajgrade health` probe starts fast on a read-only filesystem.
+COPY constraints.txt /tmp/constraints.txt
+# The wheel's dependencies at the versions the repository's tests ran with (constraints.txt);
+# nothing else is installed. Bytecode is compiled here, once, so each `trajgrade health` probe
+# starts fast on a read-only filesystem.
 # hadolint ignore=DL3013
-RUN pip install /tmp/dist/*.whl \
-    && rm -rf /tmp/dist \
+RUN pip install --constraint /tmp/constraints.txt /tmp/dist/*.whl \
+    && rm -rf /tmp/dist /tmp/constraints.txt \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin trajgrade \
     && mkdir -p /sock \
     && chown trajgrade:trajgrade /sock

@@ -10,6 +10,9 @@ export CARGO_TERM_COLOR ?= never
 # Tools installed in the venv (protoc plugins among them) come first.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PROTO_FILES := $(wildcard proto/trajgrade/v1/*.proto)
+# pip installs every package at the version constraints.txt pins (the last green CI run's), so
+# a fresh clone does not pick up a release that nobody has tested yet.
+export PIP_CONSTRAINT := $(abspath constraints.txt)
 
 .PHONY: help ## list the targets
 help:
@@ -27,6 +30,15 @@ install: | $(PY)
 .PHONY: install-prod ## as install, with the extension built in release mode (benchmarks)
 install-prod:
 	$(MAKE) install MATURIN_PROFILE=--release
+
+.PHONY: constraints ## re-pin constraints.txt: resolve the dependencies afresh in a scratch venv
+constraints:
+	rm -rf $(VENV)-constraints && python3 -m venv $(VENV)-constraints
+	PIP_CONSTRAINT= $(VENV)-constraints/bin/python -m pip install -q --upgrade pip
+	PIP_CONSTRAINT= $(VENV)-constraints/bin/python -m pip install -q -e '.[dev]'
+	{ sed -n '1,2p' constraints.txt; $(VENV)-constraints/bin/python -m pip freeze --all \
+		--exclude-editable --exclude pip | sort -f; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf $(VENV)-constraints
 
 .PHONY: build-dev ## rebuild the extension (debug) into the venv
 build-dev: | $(PY)
