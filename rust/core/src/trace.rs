@@ -13,7 +13,7 @@ use crate::work::{CancelFlag, Work};
 
 /// A call's arguments as the matchers see them.
 #[derive(Debug)]
-pub enum Args {
+pub(crate) enum Args {
     /// `arguments_json` absent.
     NotRecorded,
     /// Not JSON, or nested deeper than the limit.
@@ -177,7 +177,7 @@ impl<'a> TraceView<'a> {
 
     /// The 0-based index in the whole trace of this view's call `i`.
     #[inline]
-    pub fn trace_index(&self, i: usize) -> u32 {
+    pub(crate) fn trace_index(&self, i: usize) -> u32 {
         match &self.backing {
             Backing::Whole { .. } => i as u32,
             Backing::Scoped { origin, .. } => origin[i],
@@ -187,17 +187,17 @@ impl<'a> TraceView<'a> {
     /// The 1-based position in the trace of this view's call `i` (0-based), as results report
     /// it: `i + 1` for the whole trace, the call's original position in a scope.
     #[inline]
-    pub fn pos(&self, i: usize) -> u32 {
+    pub(crate) fn pos(&self, i: usize) -> u32 {
         self.trace_index(i) + 1
     }
 
     /// Whether this view is a scope of the trace rather than all of it.
-    pub fn is_scoped(&self) -> bool {
+    pub(crate) fn is_scoped(&self) -> bool {
         matches!(self.backing, Backing::Scoped { .. })
     }
 
     /// What reasons call the calls graded: "the trace", or "the scope" (§11).
-    pub fn noun(&self) -> &'static str {
+    pub(crate) fn noun(&self) -> &'static str {
         if self.is_scoped() {
             "the scope"
         } else {
@@ -207,7 +207,7 @@ impl<'a> TraceView<'a> {
 
     /// This view, stopping at its next `work().spend` once `flag` is cancelled.
     #[must_use]
-    pub fn with_cancel(mut self, flag: CancelFlag) -> Self {
+    pub(crate) fn with_cancel(mut self, flag: CancelFlag) -> Self {
         if let Backing::Whole { work, .. } = &mut self.backing {
             *work = Work::new(work.limit(), Some(flag));
         }
@@ -274,12 +274,12 @@ impl<'a> TraceView<'a> {
         self.calls.is_empty()
     }
 
-    pub fn max_depth(&self) -> usize {
+    pub(crate) fn max_depth(&self) -> usize {
         self.max_depth
     }
 
     /// Arguments of call `i` (0-based), parsed on first use.
-    pub fn args(&self, i: usize) -> &Args {
+    pub(crate) fn args(&self, i: usize) -> &Args {
         self.slot(i).args.get_or_init(|| match self.calls[i].arguments_json {
             None => Args::NotRecorded,
             Some(text) => parse_args(text, self.max_depth),
@@ -290,14 +290,14 @@ impl<'a> TraceView<'a> {
     /// Call `i`'s argument text (`"{}"` for empty text) and the offset of its value when it is
     /// valid JSON within the depth limit (validated once per call); `None` when it is not
     /// recorded or not valid.
-    pub fn valid_args_text(&self, i: usize) -> Option<(&'a str, usize)> {
+    pub(crate) fn valid_args_text(&self, i: usize) -> Option<(&'a str, usize)> {
         self.valid_args_text_with(i, |text| json::text::validate(text, self.max_depth))
     }
 
     /// [`valid_args_text`](Self::valid_args_text) with the validation done by `validate` when
     /// it has not been done yet; `validate` must answer exactly as `json::text::validate` (it
     /// may note more on the way, e.g. `json::text::validate_indexed`).
-    pub fn valid_args_text_with(
+    pub(crate) fn valid_args_text_with(
         &self,
         i: usize,
         validate: impl FnOnce(&[u8]) -> Option<usize>,
@@ -308,12 +308,12 @@ impl<'a> TraceView<'a> {
         start.map(|s| (text, s))
     }
 
-    pub fn parsed_args(&self, i: usize) -> Option<&Args> {
+    pub(crate) fn parsed_args(&self, i: usize) -> Option<&Args> {
         self.slot(i).args.get()
     }
 
     /// Canonical text of call `i`'s arguments; `None` when not recorded or invalid.
-    pub fn canonical(&self, i: usize) -> Option<&str> {
+    pub(crate) fn canonical(&self, i: usize) -> Option<&str> {
         self.slot(i)
             .canonical
             .get_or_init(|| match self.args(i) {
@@ -351,7 +351,7 @@ impl<'a> ModelCall<'a> {
 }
 
 /// Parses argument text: `""` means `{}`.
-pub fn parse_args(text: &str, max_depth: usize) -> Args {
+pub(crate) fn parse_args(text: &str, max_depth: usize) -> Args {
     if text.is_empty() {
         return Args::Parsed(Value::Object(json::Object::new()));
     }
@@ -362,7 +362,7 @@ pub fn parse_args(text: &str, max_depth: usize) -> Args {
 }
 
 /// Checks a decoded trace against the limits; `field` prefixes the paths in errors.
-pub fn check_trace(trace: &Trace, limits: &Limits, field: &str) -> Result<(), CoreError> {
+pub(crate) fn check_trace(trace: &Trace, limits: &Limits, field: &str) -> Result<(), CoreError> {
     use prost::Message;
     let size = trace.encoded_len();
     if size > limits.max_trace_bytes {
@@ -398,7 +398,11 @@ pub fn check_trace(trace: &Trace, limits: &Limits, field: &str) -> Result<(), Co
 
 /// The limit checks of [`check_trace`] on borrowed parts whose encoding fits `max_trace_bytes`
 /// (re-encoding never grows a message, so the size check cannot fail again).
-pub fn check_parts(parts: &TraceParts<'_>, limits: &Limits, field: &str) -> Result<(), CoreError> {
+pub(crate) fn check_parts(
+    parts: &TraceParts<'_>,
+    limits: &Limits,
+    field: &str,
+) -> Result<(), CoreError> {
     if parts.calls.len() > limits.max_calls_per_trace {
         return Err(CoreError::limit(
             "TOO_MANY_CALLS",
@@ -424,13 +428,13 @@ pub fn check_parts(parts: &TraceParts<'_>, limits: &Limits, field: &str) -> Resu
 }
 
 /// A trace decoded from bytes: borrowed when the fast decoder handles it, else by prost.
-pub enum Decoded<'a> {
+pub(crate) enum Decoded<'a> {
     Parts(TraceParts<'a>),
     Owned(Trace),
 }
 
 /// As [`decode_trace`], borrowing the strings from `bytes` whenever possible.
-pub fn wire_decode<'a>(
+pub(crate) fn wire_decode<'a>(
     bytes: &'a [u8],
     limits: &Limits,
     field: &str,
@@ -445,7 +449,7 @@ pub fn wire_decode<'a>(
 }
 
 /// Decodes a serialized `Trace` (invalid bytes or UTF-8 are `INVALID_TRACE`) and checks limits.
-pub fn decode_trace(bytes: &[u8], limits: &Limits, field: &str) -> Result<Trace, CoreError> {
+pub(crate) fn decode_trace(bytes: &[u8], limits: &Limits, field: &str) -> Result<Trace, CoreError> {
     use prost::Message;
     if bytes.len() > limits.max_trace_bytes {
         return Err(CoreError::limit(

@@ -292,7 +292,7 @@ fn decode_entry(bytes: &[u8]) -> Option<(&str, &str)> {
 
 /// The `id` (field 1) of a `Trace` that may not decode: the last readable value before the
 /// first malformed byte, or `""`.
-pub fn lenient_trace_id(bytes: &[u8]) -> String {
+pub(crate) fn lenient_trace_id(bytes: &[u8]) -> String {
     let mut r = Reader { b: bytes, i: 0 };
     let mut id = "";
     while !r.done() {
@@ -312,7 +312,7 @@ pub fn lenient_trace_id(bytes: &[u8]) -> String {
 /// The raw payload of message field `tag` when the top level of `bytes` holds it exactly once
 /// (length-delimited) and never holds `rival` (the other member of its oneof); `None` for
 /// anything else, malformed bytes and groups included (the caller then decodes normally).
-pub fn sole_message_field(bytes: &[u8], tag: u32, rival: u32) -> Option<&[u8]> {
+pub(crate) fn sole_message_field(bytes: &[u8], tag: u32, rival: u32) -> Option<&[u8]> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut found = None;
     while !r.done() {
@@ -335,7 +335,7 @@ pub fn sole_message_field(bytes: &[u8], tag: u32, rival: u32) -> Option<&[u8]> {
 /// The encoded size of top-level message field `tag` in `bytes`: the sum of its
 /// length-delimited occurrences (protobuf merges repeated occurrences of a message field).
 /// Reading stops at the first malformed field; the decoder reports that one.
-pub fn message_field_len(bytes: &[u8], tag: u32) -> usize {
+pub(crate) fn message_field_len(bytes: &[u8], tag: u32) -> usize {
     let mut r = Reader { b: bytes, i: 0 };
     let mut total = 0usize;
     while !r.done() {
@@ -352,7 +352,7 @@ pub fn message_field_len(bytes: &[u8], tag: u32) -> usize {
 
 /// Every value of the length-delimited field `tag` at the top level of `bytes`, borrowed, in
 /// order (other fields skipped); `None` for malformed framing or `tag` with another wire type.
-pub fn repeated_len_field(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
+pub(crate) fn repeated_len_field(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
     let mut r = Reader { b: bytes, i: 0 };
     let mut values = Vec::new();
     while !r.done() {
@@ -371,26 +371,26 @@ pub fn repeated_len_field(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
 
 /// A protobuf writer for the result messages (fields in tag order, defaults omitted: the
 /// bytes prost writes for the same message).
-pub struct Writer {
+pub(crate) struct Writer {
     pub buf: Vec<u8>,
 }
 
 #[inline]
-pub fn varint_len(v: u64) -> usize {
+pub(crate) fn varint_len(v: u64) -> usize {
     // As prost: (highest set bit of (v | 1)) * 9 + 73, over 64.
     (((v | 1).ilog2() * 9 + 73) / 64) as usize
 }
 
 /// Length of a length-delimited field with a 1-byte key, or 0 for an empty string.
 #[inline]
-pub fn str_field_len(s: &[u8]) -> usize {
+pub(crate) fn str_field_len(s: &[u8]) -> usize {
     len_field_len(s.len())
 }
 
 /// Length of a length-delimited field with a 1-byte key holding `n` bytes, or 0 when `n` is 0
 /// (an omitted default).
 #[inline]
-pub fn len_field_len(n: usize) -> usize {
+pub(crate) fn len_field_len(n: usize) -> usize {
     if n == 0 {
         0
     } else {
@@ -401,13 +401,13 @@ pub fn len_field_len(n: usize) -> usize {
 /// Length of a length-delimited field with a 1-byte key holding `n` bytes that is always
 /// written (an optional string that is set, a message).
 #[inline]
-pub fn present_field_len(n: usize) -> usize {
+pub(crate) fn present_field_len(n: usize) -> usize {
     1 + varint_len(n as u64) + n
 }
 
 /// Length of a varint field with a 1-byte key, or 0 for zero.
 #[inline]
-pub fn varint_field_len(v: u64) -> usize {
+pub(crate) fn varint_field_len(v: u64) -> usize {
     if v == 0 {
         0
     } else {
@@ -416,12 +416,12 @@ pub fn varint_field_len(v: u64) -> usize {
 }
 
 impl Writer {
-    pub fn with_capacity(n: usize) -> Self {
+    pub(crate) fn with_capacity(n: usize) -> Self {
         Writer { buf: Vec::with_capacity(n) }
     }
 
     #[inline]
-    pub fn varint(&mut self, mut v: u64) {
+    pub(crate) fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.buf.push((v as u8) | 0x80);
             v >>= 7;
@@ -430,13 +430,13 @@ impl Writer {
     }
 
     #[inline]
-    pub fn key(&mut self, tag: u32, wire: u8) {
+    pub(crate) fn key(&mut self, tag: u32, wire: u8) {
         self.varint(u64::from(tag << 3 | u32::from(wire)));
     }
 
     /// A string or bytes field; nothing for an empty value.
     #[inline]
-    pub fn str_field(&mut self, tag: u32, s: &[u8]) {
+    pub(crate) fn str_field(&mut self, tag: u32, s: &[u8]) {
         if !s.is_empty() {
             self.key(tag, 2);
             self.varint(s.len() as u64);
@@ -446,7 +446,7 @@ impl Writer {
 
     /// A varint field; nothing for zero.
     #[inline]
-    pub fn varint_field(&mut self, tag: u32, v: u64) {
+    pub(crate) fn varint_field(&mut self, tag: u32, v: u64) {
         if v != 0 {
             self.key(tag, 0);
             self.varint(v);
@@ -455,7 +455,7 @@ impl Writer {
 
     /// The header of an embedded message of `len` bytes (always written: presence).
     #[inline]
-    pub fn message_header(&mut self, tag: u32, len: usize) {
+    pub(crate) fn message_header(&mut self, tag: u32, len: usize) {
         self.key(tag, 2);
         self.varint(len as u64);
     }

@@ -24,7 +24,7 @@ pub enum Stop {
 impl Stop {
     /// The trace's item error: `WORK_LIMIT_EXCEEDED` (a limit, the same on every run) or
     /// `CANCELLED`; `field` is the trace's path in the request (`traces[3]`, `trace`, ...).
-    pub fn error(self, limit: u64, field: String) -> CoreError {
+    pub(crate) fn error(self, limit: u64, field: String) -> CoreError {
         match self {
             Stop::WorkLimit => CoreError::limit(
                 "WORK_LIMIT_EXCEEDED",
@@ -72,7 +72,7 @@ impl Work {
     /// Records `units` of work about to be done; `false` means stop now (the limit is
     /// exceeded, the request was cancelled, or an earlier call already said stop).
     #[inline]
-    pub fn spend(&self, units: u64) -> bool {
+    pub(crate) fn spend(&self, units: u64) -> bool {
         if self.stop.get().is_some() {
             return false;
         }
@@ -91,7 +91,7 @@ impl Work {
 
     /// This meter with another limit (same cancellation flag, nothing spent yet).
     #[must_use]
-    pub fn with_limit(self, limit: u64) -> Self {
+    pub(crate) fn with_limit(self, limit: u64) -> Self {
         Work::new(limit, self.cancel)
     }
 
@@ -104,12 +104,12 @@ impl Work {
         self.used.get()
     }
 
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
     /// The request's cancellation flag, for loops that meter themselves (CEL evaluation).
-    pub fn cancel_flag(&self) -> Option<&CancelFlag> {
+    pub(crate) fn cancel_flag(&self) -> Option<&CancelFlag> {
         self.cancel.as_ref()
     }
 }
