@@ -229,20 +229,31 @@ class Grader:
         StreamGradeTracesResponse, one outcomes entry per trace (split and framed in the core);
         once `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
     def grade_jsonl_block(
-        self, suite: CompiledSuite, data: bytes, start: int, end: int, max_failing: int
+        self,
+        suite: CompiledSuite,
+        data: bytes,
+        start: int,
+        end: int,
+        max_failing: int,
+        source: str,
+        first: int = 1,
+        unit: str = "line",
     ) -> JsonlBlock:
         """data[start:end], whole native JSONL lines → their regrade rows in one buffer plus
-        summary counts; marks (error rows, the first failing rows) are relative to start."""
+        summary counts; error rows name `source:unit N` (line: first + the line's index,
+        blank lines counted; row, trace: first + the item's index) and the core's message."""
     def grade_arrow_block(
         self,
         suite: CompiledSuite,
         rows: int,
         columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
         max_failing: int,
+        source: str,
+        first: int = 1,
     ) -> JsonlBlock:
         """Arrow buffers of native trace rows → their regrade rows in one JsonlBlock, as
-        grade_jsonl_block gives them for the same traces (a mark's line = its row); bad buffers:
-        ValueError."""
+        grade_jsonl_block gives them for the same traces (error rows name `source:row N`);
+        bad buffers: ValueError."""
 
 @final
 class BlockMark:
@@ -251,21 +262,15 @@ class BlockMark:
     @property
     def item(self) -> int: ...
     @property
-    def line(self) -> int: ...
-    @property
     def row_start(self) -> int: ...
     @property
     def row_end(self) -> int: ...
-    @property
-    def text_start(self) -> int: ...
-    @property
-    def text_end(self) -> int: ...
     @property
     def error(self) -> bool: ...
 
 @final
 class JsonlBlock:
-    """Grader.grade_jsonl_block's result: rows, counts of graded rows, marked rows."""
+    """Grader.grade_jsonl_block's result: rows, counts of graded and error rows, marked rows."""
 
     @property
     def rows(self) -> bytes: ...
@@ -281,6 +286,10 @@ class JsonlBlock:
     def mean_score_units(self) -> int: ...
     @property
     def assertions(self) -> list[tuple[str, str, int, int, int]]: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def error_codes(self) -> list[tuple[str, int]]: ...
     @property
     def marks(self) -> list[BlockMark]: ...
     @property

@@ -237,7 +237,7 @@ def run_pipeline(
                 else:  # a raw chunk: rows and counts from the core
                     assert chunk.graded is not None
                     graded = chunk.graded
-                    summary.add_block(graded.block, graded.fixed)
+                    summary.add_block(graded)
                     state.commit([graded.rows], chunk.end, summary, longest_row=graded.longest_row)
                     if summary.sample_full:
                         _sample_full(backend)

@@ -19,7 +19,6 @@ from trajgrade.regrade.output import jsonl_line, row_from_json
 from trajgrade.regrade.pipeline import chunk_rows
 from trajgrade.regrade.source import (
     Chunk,
-    Graded,
     InputFile,
     ItemsChunk,
     LinesChunk,
@@ -32,6 +31,8 @@ from trajgrade.regrade.summary import Summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from trajgrade._core import JsonlBlock
 
 # JSONL chunks per read task. Ray merges what one task yields into one block, which reaches
 # the driver when the task ends: one chunk a task lets each chunk be committed as soon as it
@@ -123,19 +124,10 @@ def _span_chunks(files: Sequence[InputFile], span: Span, chunk_size: int) -> Ite
         )  # fmt: skip
 
 
-def _sample_spans(graded: Graded) -> list[int]:
+def _sample_spans(graded: JsonlBlock) -> list[int]:
     """Where the rows the summary may sample (error and failing rows, in order) are in the
-    graded rows, as flat (start, end) pairs: the core's marks, shifted past the rewritten
-    error rows."""
-    spans: list[int] = []
-    shift = 0
-    for mark in graded.block.marks:
-        start, length = mark.row_start + shift, mark.row_end - mark.row_start
-        if mark.error:
-            shift += len(graded.fixed[mark.item]) - length
-            length = len(graded.fixed[mark.item])
-        spans += [start, start + length]
-    return spans
+    graded rows, as flat (start, end) pairs: the core's marks."""
+    return [at for mark in graded.marks for at in (mark.row_start, mark.row_end)]
 
 
 def _record(chunk: Chunk, suite_id: str) -> dict[str, Any]:
@@ -153,7 +145,7 @@ def _record(chunk: Chunk, suite_id: str) -> dict[str, Any]:
             at += len(line)
     else:
         assert chunk.graded is not None
-        counts.add_block(chunk.graded.block, chunk.graded.fixed)
+        counts.add_block(chunk.graded)
         rows, longest = chunk.graded.rows, chunk.graded.longest_row
         spans = _sample_spans(chunk.graded)
     return {

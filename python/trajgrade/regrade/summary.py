@@ -110,21 +110,18 @@ class Summary:
             if row["verdict"] != "VERDICT_PASS":
                 self._sample(row, failing)
 
-    def add_block(self, block: JsonlBlock, fixed: dict[int, bytes]) -> None:
-        """Count a graded JSONL block (Grader.grade_jsonl_block) exactly as add() would count
-        its rows: the core's counts for the graded rows; the marked rows parsed one by one, in
-        order (error rows as rewritten in `fixed`, by item; failing rows while the sample of
-        failures is not full)."""
-        errors = 0
+    def add_block(self, block: JsonlBlock) -> None:
+        """Count a graded block (Grader.grade_jsonl_block and the other block entry points):
+        the core's counts merged; the marked rows (error and failing rows, in order) parsed
+        only while the sample of failures has room."""
         for mark in block.marks:
-            if mark.error:
-                errors += 1
-                self.add([row_from_json(json.loads(fixed[mark.item]))])
-            elif len(self.failures) < self.failure_sample:
-                self.sample(row_from_json(json.loads(block.rows[mark.row_start : mark.row_end])))
-        self.traces += block.items - errors
+            if self.sample_full:
+                break
+            self.sample(row_from_json(json.loads(block.rows[mark.row_start : mark.row_end])))
+        self.traces += block.items
         self.passed += block.passed
         self.failed += block.failed
+        self.errors += block.errors
         self.soft_failures += block.soft_failures
         self.mean_score_units += block.mean_score_units
         for name, severity, passed, failed, units in block.assertions:
@@ -134,6 +131,8 @@ class Summary:
             stats.passed += passed
             stats.failed += failed
             stats.score_units += units
+        for code, count in block.error_codes:
+            self.error_codes[code] = self.error_codes.get(code, 0) + count
 
     def add_table(self, table: pa.Table) -> None:
         """Count result rows given as an Arrow table (output.arrow_schema) exactly as add()

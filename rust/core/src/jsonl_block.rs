@@ -102,23 +102,61 @@ pub fn score_units(score: f64) -> u64 {
     }
 }
 
+/// How a block's items are numbered in its input, for the `field` of their error rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// JSONL lines, blank ones counted (the line of item `i` is its [`Line::index`]).
+    Line,
+    /// Parquet rows, one per item.
+    Row,
+    /// Traces, one per item (a JSONL file resumed mid-file, where line numbers are unknown).
+    Trace,
+}
+
+impl Unit {
+    /// The word in the field: `line`, `row` or `trace`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Line => "line",
+            Unit::Row => "row",
+            Unit::Trace => "trace",
+        }
+    }
+}
+
+/// Where a block comes from: its error rows' `field` is `source:unit N` (docs/regrade.md), then
+/// the path inside the trace for a limit error (`source:line 3.calls[2].arguments_json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Origin<'a> {
+    /// The input's name (a file name).
+    pub source: &'a str,
+    pub unit: Unit,
+    /// The number (from 1) of the block's first line (its line index 0), row or trace.
+    pub first: u64,
+}
+
+impl Origin<'_> {
+    /// The field of item `item`, on line index `line` of the block (JSONL; ignored otherwise).
+    #[must_use]
+    pub fn field(&self, item: usize, line: usize) -> String {
+        let at = if self.unit == Unit::Line { line } else { item };
+        format!("{}:{} {}", self.source, self.unit.name(), self.first + at as u64)
+    }
+}
+
 /// A row the caller looks at: an error row (always), or a failing row (the first ones only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mark {
     /// Index among the block's items (rows).
     pub item: usize,
-    /// Index of its line among all the block's lines (see [`Line::index`]); for Arrow rows,
-    /// the row.
-    pub line: usize,
     /// The row in [`BlockRows::rows`].
     pub row: Range<usize>,
-    /// The line in the block (empty for Arrow rows).
-    pub text: Range<usize>,
     pub error: bool,
 }
 
-/// A block's rows, in line order, and what the run summary needs from them. Error rows are
-/// counted only as marks: the caller may re-decode such a line to word the error its way.
+/// A block's rows, in line order, and what the run summary needs from them: the counts of the
+/// graded rows and of the error rows (by reason code), and marks for the summary's sample.
 #[derive(Debug, Default)]
 pub struct BlockRows {
     /// Every row, each ending in `\n`.
@@ -132,19 +170,19 @@ pub struct BlockRows {
     pub mean_score_units: u64,
     /// By result name, in order of first appearance.
     pub assertions: Vec<AssertionCount>,
+    /// Error rows, and their count by reason code in order of first appearance.
+    pub errors: u64,
+    pub error_codes: Vec<(String, u64)>,
     pub marks: Vec<Mark>,
     pub longest_row: usize,
     failing_marks: usize,
 }
 
 impl BlockRows {
-    /// Writes and counts item `item`'s outcome (from line `line`, bytes `text` of the block);
-    /// failing rows are marked until `max_failing`.
+    /// Writes and counts item `item`'s outcome; failing rows are marked until `max_failing`.
     pub fn add(
         &mut self,
         item: usize,
-        line: usize,
-        text: Range<usize>,
         graded: &Result<GradeResult, ItemError>,
         suite_id: &str,
         max_failing: usize,
@@ -160,13 +198,22 @@ impl BlockRows {
             }
             Err(e) => {
                 crate::rows::push_error_row(&mut self.rows, suite_id, e);
+                self.count_error(&e.reason_code, 1);
                 Some(true)
             }
         };
         self.items += 1;
         self.longest_row = self.longest_row.max(self.rows.len() - start);
         if let Some(error) = mark {
-            self.marks.push(Mark { item, line, row: start..self.rows.len(), text, error });
+            self.marks.push(Mark { item, row: start..self.rows.len(), error });
+        }
+    }
+
+    fn count_error(&mut self, reason_code: &str, n: u64) {
+        self.errors += n;
+        match self.error_codes.iter_mut().find(|(code, _)| code == reason_code) {
+            Some((_, count)) => *count += n,
+            None => self.error_codes.push((reason_code.to_owned(), n)),
         }
     }
 
@@ -215,6 +262,9 @@ impl BlockRows {
         self.soft_failures += next.soft_failures;
         self.mean_score_units += next.mean_score_units;
         self.longest_row = self.longest_row.max(next.longest_row);
+        for (code, n) in next.error_codes {
+            self.count_error(&code, n);
+        }
         for c in next.assertions {
             match self.assertions.iter_mut().find(|mine| mine.name == c.name) {
                 Some(mine) => {

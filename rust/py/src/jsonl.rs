@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use trajgrade_core::jsonl_block::{self, BlockRows, Mark};
+use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Unit};
 
 use crate::detach::run_detached;
 
@@ -13,12 +13,8 @@ use crate::detach::run_detached;
 pub struct PyBlockMark {
     /// Index among the block's traces (rows).
     item: usize,
-    /// Index of its line among all the block's lines, blank ones included.
-    line: usize,
     row_start: usize,
     row_end: usize,
-    text_start: usize,
-    text_end: usize,
     error: bool,
 }
 
@@ -26,13 +22,10 @@ pub struct PyBlockMark {
 impl PyBlockMark {
     fn __repr__(&self) -> String {
         format!(
-            "BlockMark(item={}, line={}, row={}..{}, text={}..{}, error={})",
+            "BlockMark(item={}, row={}..{}, error={})",
             self.item,
-            self.line,
             self.row_start,
             self.row_end,
-            self.text_start,
-            self.text_end,
             if self.error { "True" } else { "False" }
         )
     }
@@ -40,22 +33,15 @@ impl PyBlockMark {
 
 impl From<Mark> for PyBlockMark {
     fn from(m: Mark) -> Self {
-        PyBlockMark {
-            item: m.item,
-            line: m.line,
-            row_start: m.row.start,
-            row_end: m.row.end,
-            text_start: m.text.start,
-            text_end: m.text.end,
-            error: m.error,
-        }
+        PyBlockMark { item: m.item, row_start: m.row.start, row_end: m.row.end, error: m.error }
     }
 }
 
 /// A graded block: every row (each ending in a newline), the counts of its graded rows (and the
 /// sum of their `mean_score` in units of 0.0001), the results' counts by name `(name, severity,
-/// passed, failed, score_units)` in order of first appearance, and the marked rows (error rows
-/// are counted only there).
+/// passed, failed, score_units)` in order of first appearance, the error rows' count and their
+/// counts by reason code `(reason_code, count)` in order of first appearance, and the marked
+/// rows (for the summary's sample).
 #[pyclass(frozen, get_all, name = "JsonlBlock", module = "trajgrade._core")]
 pub struct PyJsonlBlock {
     rows: Py<PyBytes>,
@@ -65,6 +51,8 @@ pub struct PyJsonlBlock {
     soft_failures: u64,
     mean_score_units: u64,
     assertions: Vec<(String, String, u64, u64, u64)>,
+    errors: u64,
+    error_codes: Vec<(String, u64)>,
     marks: Vec<Py<PyBlockMark>>,
     longest_row: usize,
 }
@@ -86,6 +74,8 @@ impl PyJsonlBlock {
                     (c.name, severity, c.passed, c.failed, c.score_units)
                 })
                 .collect(),
+            errors: block.errors,
+            error_codes: block.error_codes,
             marks: block
                 .marks
                 .into_iter()
@@ -100,10 +90,11 @@ impl PyJsonlBlock {
 impl PyJsonlBlock {
     fn __repr__(&self) -> String {
         format!(
-            "JsonlBlock(items={}, passed={}, failed={}, marks={})",
+            "JsonlBlock(items={}, passed={}, failed={}, errors={}, marks={})",
             self.items,
             self.passed,
             self.failed,
+            self.errors,
             self.marks.len()
         )
     }
@@ -123,6 +114,25 @@ pub fn split_jsonl(
     check_range(data.len(), start, data.len())?;
     let s = run_detached(py, move || jsonl_block::split(&data[start..], max_items, at_eof))?;
     Ok((s.consumed, s.items, s.lines))
+}
+
+/// A block's origin (the `field` of its error rows: `source:unit N`) from the binding's
+/// arguments; `ValueError` for an unknown unit or a first number below 1.
+pub fn origin<'a>(source: &'a str, unit: &str, first: u64) -> PyResult<Origin<'a>> {
+    let unit = match unit {
+        "line" => Unit::Line,
+        "row" => Unit::Row,
+        "trace" => Unit::Trace,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown unit {unit:?}; expected line, row or trace"
+            )))
+        }
+    };
+    if first == 0 {
+        return Err(PyValueError::new_err("first is numbered from 1"));
+    }
+    Ok(Origin { source, unit, first })
 }
 
 /// `ValueError` unless `start <= end <= len`.
