@@ -31,6 +31,7 @@ __all__ = [
     "bench",
     "build_profile",
     "encode_trace_dict",
+    "outcome_block",
     "split_jsonl",
 ]
 
@@ -294,6 +295,13 @@ class JsonlBlock:
     def marks(self) -> list[BlockMark]: ...
     @property
     def longest_row(self) -> int: ...
+
+def outcome_block(
+    suite_id: str, items: list[bytes | tuple[str, str, str]], max_failing: int
+) -> JsonlBlock:
+    """TraceOutcome bytes (graded elsewhere) and unreadable records `(trace_id, field,
+    message)`, in input order → their regrade rows, counts and marks, as a block entry point
+    gives them."""
 
 def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""

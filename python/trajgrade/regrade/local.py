@@ -17,7 +17,8 @@ class LocalBackend:
     (grade_jsonl_block), counting what the summary needs and writing the error rows (`file:line
     N`, its own message); Parquet batches in the native schema the same way from their Arrow
     buffers (grade_arrow_block). Other chunks are serialized Traces for
-    CompiledSuite.grade_batch.
+    CompiledSuite.grade_batch, whose outcomes the core writes and counts the same way
+    (_core.outcome_block). Every chunk leaves with `graded` set.
     """
 
     raw_input = True
@@ -31,8 +32,7 @@ class LocalBackend:
         self.max_failing = DEFAULT_FAILURE_SAMPLE
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-        """Each chunk with its outcomes (or, for raw chunks, the core's block) filled in, in
-        order."""
+        """Each chunk with the core's block (rows and counts) filled in, in order."""
         for chunk in chunks:
             if isinstance(chunk, LinesChunk):
                 source, first, unit = chunk.origin()
@@ -49,6 +49,7 @@ class LocalBackend:
             else:
                 traces = [item for item in chunk.items if isinstance(item, bytes)]
                 chunk.outcomes = self._suite.grade_batch(traces) if traces else []
+                chunk.graded = chunk.block(self.suite_id, self.max_failing)
             yield chunk
 
     @property

@@ -146,16 +146,9 @@ def arrow_schema() -> pa.Schema:
     )
 
 
-def arrow_table(rows: list[Row]) -> pa.Table:
-    """Rows as an Arrow table with the stable schema."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    return pa.Table.from_pylist(rows, schema=arrow_schema())
-
-
 def arrow_table_from_jsonl(data: bytes, longest_row: int) -> pa.Table:
-    """JSONL rows (jsonl_line's bytes, e.g. from the core) as an Arrow table: Arrow's JSON
-    reader, in C++ with no per-row Python; equal to arrow_table() of the same rows."""
+    """JSONL rows (the core's, or jsonl_line's) as an Arrow table: Arrow's JSON reader, in C++
+    with no per-row Python; equal to Table.from_pylist of the same rows with arrow_schema()."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.json as pj  # noqa: PLC0415
 
@@ -178,20 +171,13 @@ def _release_unused() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def write_part(
-    path: Path, rows: list[Row] | list[bytes], *, longest_row: int | None = None
-) -> None:
-    """Write rows (dicts, or their JSONL row bytes, where one bytes may hold many rows when
-    `longest_row` gives the longest) to `path` as a Parquet part, durably (fsync); the caller
-    renames it into place. (JSONL rows go straight to the run's rows file: RunState.commit.)"""
+def write_part(path: Path, rows: bytes, longest_row: int) -> None:
+    """Write JSONL rows (the longest `longest_row` bytes) to `path` as a Parquet part, durably
+    (fsync); the caller renames it into place. (JSONL rows go straight to the run's rows file:
+    RunState.commit.)"""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    encoded = [r for r in rows if isinstance(r, bytes)]
-    if len(encoded) == len(rows):
-        longest = max(map(len, encoded), default=0) if longest_row is None else longest_row
-        table = arrow_table_from_jsonl(b"".join(encoded), longest)
-    else:
-        table = arrow_table([r for r in rows if not isinstance(r, bytes)])
+    table = arrow_table_from_jsonl(rows, longest_row)
     pq.write_table(table, path)
     del table
     _release_unused()

@@ -15,12 +15,10 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from trajgrade.regrade.local import LocalBackend
-from trajgrade.regrade.output import jsonl_line, row_from_json
-from trajgrade.regrade.pipeline import chunk_rows
+from trajgrade.regrade.output import row_from_json
 from trajgrade.regrade.source import (
     Chunk,
     InputFile,
-    ItemsChunk,
     LinesChunk,
     Position,
     file_chunks,
@@ -133,30 +131,19 @@ def _sample_spans(graded: JsonlBlock) -> list[int]:
 def _record(chunk: Chunk, suite_id: str) -> dict[str, Any]:
     """A graded chunk as one output row: its rows (JSONL bytes), the position after it, its
     counts (a Summary without sample) and where its sample candidates are."""
+    graded = chunk.graded
+    assert graded is not None
     counts = Summary(suite_id=suite_id, failure_sample=0)
-    if isinstance(chunk, ItemsChunk):  # a Parquet layout the core does not read
-        dicts = chunk_rows(chunk, suite_id)
-        counts.add(dicts)
-        lines = [jsonl_line(row) for row in dicts]
-        rows, longest, spans, at = b"".join(lines), max(map(len, lines), default=0), [], 0
-        for row, line in zip(dicts, lines, strict=True):
-            if row["error"] is not None or row["verdict"] != "VERDICT_PASS":
-                spans += [at, at + len(line)]
-            at += len(line)
-    else:
-        assert chunk.graded is not None
-        counts.add_block(chunk.graded)
-        rows, longest = chunk.graded.rows, chunk.graded.longest_row
-        spans = _sample_spans(chunk.graded)
+    counts.add_block(graded)
     return {
-        "rows": rows,
-        "longest_row": longest,
+        "rows": graded.rows,
+        "longest_row": graded.longest_row,
         "file": chunk.end.file,
         "offset": chunk.end.offset,
         "traces": chunk.end.traces,
         "bytes_read": chunk.bytes_read,
         "counts": json.dumps(counts.to_json()),
-        "sample": spans,
+        "sample": _sample_spans(graded),
     }
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trajgrade.regrade.output import Row, concatenate, jsonl_line, write_part
+from trajgrade.regrade.output import concatenate, write_part
 from trajgrade.regrade.source import Position
 from trajgrade.regrade.summary import Summary
 
@@ -146,27 +146,22 @@ class RunState:
         return self.directory / ROWS
 
     def commit(
-        self,
-        rows: list[Row] | list[bytes],
-        position: Position,
-        summary: Summary,
-        *,
-        longest_row: int | None = None,
+        self, rows: bytes, position: Position, summary: Summary, *, longest_row: int
     ) -> None:
-        """Make one more chunk durable, then advance the manifest past it (`longest_row`: see
-        write_part)."""
+        """Make one more chunk's rows (the core's JSONL rows, the longest `longest_row` bytes)
+        durable, then advance the manifest past it."""
         index = self.chunks
         if self.fmt == "jsonl":
             with self.rows_path.open("r+b") as handle:
                 handle.seek(self.rows_bytes)
-                handle.write(b"".join(r if isinstance(r, bytes) else jsonl_line(r) for r in rows))
+                handle.write(rows)
                 handle.flush()
                 os.fsync(handle.fileno())
                 self.rows_bytes = handle.tell()
         else:
             final = self.part(index)
             tmp = final.with_name(final.name + ".tmp")
-            write_part(tmp, rows, longest_row=longest_row)
+            write_part(tmp, rows, longest_row)
             os.replace(tmp, final)
         self.chunks = index + 1
         self.position = position

@@ -61,17 +61,31 @@ class Position:
 @dataclass(kw_only=True)
 class ItemsChunk:
     """Consecutive input records as serialized Traces (read failures in place), for
-    CompiledSuite.grade_batch; the grading stage fills `outcomes`, one TraceOutcome a trace."""
+    CompiledSuite.grade_batch or a server; the grading stage fills `outcomes`, one TraceOutcome
+    a trace, then `graded` (the core's rows and counts of them: _core.outcome_block)."""
 
     items: list[bytes | ReadFailure]
     end: Position  # the position just after the last record
     bytes_read: int = 0
     outcomes: list[bytes] = field(default_factory=list)
+    graded: JsonlBlock | None = None
 
     @property
     def traces(self) -> int:
         """Traces (and read failures) in this chunk."""
         return len(self.items)
+
+    def block(self, suite_id: str, max_failing: int) -> JsonlBlock:
+        """The rows and counts of the graded chunk, written by the core: each trace's outcome,
+        each read failure as its INVALID_TRACE row, in input order."""
+        outcomes = iter(self.outcomes)
+        items: list[bytes | tuple[str, str, str]] = [
+            (item.trace_id, item.field, item.message)
+            if isinstance(item, ReadFailure)
+            else next(outcomes)
+            for item in self.items
+        ]
+        return _core.outcome_block(suite_id, items, max_failing)
 
 
 @dataclass(kw_only=True)

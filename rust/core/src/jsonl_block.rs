@@ -8,7 +8,11 @@
 //! what `Grader::grade_json_traces_to_json` writes for the line.
 use std::ops::Range;
 
-use crate::proto::v1::{AssertionStatus, GradeResult, ItemError, Severity, Verdict};
+use prost::Message;
+
+use crate::proto::v1::{
+    trace_outcome, AssertionStatus, GradeResult, ItemError, Severity, TraceOutcome, Verdict,
+};
 
 /// One non-blank line of a block.
 #[derive(Clone, Copy, Debug)]
@@ -289,6 +293,45 @@ impl BlockRows {
     }
 }
 
+/// One record for [`outcome_rows`]: a serialized `TraceOutcome` (graded elsewhere: by
+/// `CompiledSuite::grade_batch`, or by a server), or an input record the caller could not read
+/// as a trace, written as its `INVALID_TRACE` error row.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome<'a> {
+    Encoded(&'a [u8]),
+    Unreadable { trace_id: &'a str, field: &'a str, message: &'a str },
+}
+
+/// The rows and counts of records graded outside a block entry point (importer formats,
+/// Parquet layouts the core does not read, a server's outcomes), as a [`BlockRows`]: the same
+/// rows, counts and marks as the block entry points give for the same outcomes.
+#[must_use]
+pub fn outcome_rows(suite_id: &str, items: &[Outcome<'_>], max_failing: usize) -> BlockRows {
+    let mut block = BlockRows::default();
+    for (i, item) in items.iter().enumerate() {
+        let graded = match *item {
+            Outcome::Encoded(bytes) => match TraceOutcome::decode(bytes) {
+                Ok(TraceOutcome { outcome: Some(trace_outcome::Outcome::Result(r)) }) => Ok(r),
+                Ok(TraceOutcome { outcome: Some(trace_outcome::Outcome::Error(e)) }) => Err(e),
+                _ => Err(ItemError {
+                    trace_id: String::new(),
+                    reason_code: "INTERNAL".to_owned(),
+                    field: format!("outcomes[{i}]"),
+                    message: "not a serialized TraceOutcome".to_owned(),
+                }),
+            },
+            Outcome::Unreadable { trace_id, field, message } => Err(ItemError {
+                trace_id: trace_id.to_owned(),
+                reason_code: "INVALID_TRACE".to_owned(),
+                field: field.to_owned(),
+                message: message.to_owned(),
+            }),
+        };
+        block.add(i, &graded, suite_id, max_failing);
+    }
+    block
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +358,73 @@ mod tests {
         assert_eq!(lines(b"x\n").len(), 1);
         // Only bytes.isspace() bytes are blank: a NUL or a non-ASCII space is a (bad) trace.
         assert_eq!(lines(b"\0\n\xc2\xa0\n").len(), 2);
+    }
+
+    #[test]
+    fn outcome_rows_write_and_count_as_a_block() {
+        use crate::proto::v1::AssertionResult;
+        let result = |id: &str, pass: bool| GradeResult {
+            trace_id: id.to_owned(),
+            suite_id: "s".to_owned(),
+            verdict: if pass { Verdict::Pass } else { Verdict::Fail } as i32,
+            score: 0.5,
+            mean_score: 0.25,
+            results: vec![AssertionResult {
+                name: "a".to_owned(),
+                status: if pass { AssertionStatus::Pass } else { AssertionStatus::Fail } as i32,
+                severity: Severity::Soft as i32,
+                score: 0.25,
+                ..AssertionResult::default()
+            }],
+            ..GradeResult::default()
+        };
+        let encoded = |o: trace_outcome::Outcome| TraceOutcome { outcome: Some(o) }.encode_to_vec();
+        let error = ItemError {
+            trace_id: "e".to_owned(),
+            reason_code: "TOO_MANY_CALLS".to_owned(),
+            field: "traces[2]".to_owned(),
+            message: "too many".to_owned(),
+        };
+        let items = [
+            encoded(trace_outcome::Outcome::Result(result("p", true))),
+            encoded(trace_outcome::Outcome::Result(result("f", false))),
+            encoded(trace_outcome::Outcome::Error(error.clone())),
+        ];
+        let block = outcome_rows(
+            "s",
+            &[
+                Outcome::Encoded(&items[0]),
+                Outcome::Unreadable { trace_id: "u", field: "f.jsonl:line 2", message: "bad" },
+                Outcome::Encoded(&items[1]),
+                Outcome::Encoded(&items[2]),
+                Outcome::Encoded(b"\xff"),
+            ],
+            1,
+        );
+        let unreadable = ItemError {
+            trace_id: "u".to_owned(),
+            reason_code: "INVALID_TRACE".to_owned(),
+            field: "f.jsonl:line 2".to_owned(),
+            message: "bad".to_owned(),
+        };
+        let rows = [
+            crate::rows::result_row(&result("p", true)),
+            crate::rows::error_row("s", &unreadable),
+            crate::rows::result_row(&result("f", false)),
+            crate::rows::error_row("s", &error),
+        ]
+        .concat();
+        assert!(block.rows.as_bytes().starts_with(&rows), "{}", block.rows);
+        assert!(block.rows.ends_with("\"reason_code\":\"INTERNAL\",\"field\":\"outcomes[4]\",\"message\":\"not a serialized TraceOutcome\"}}\n"));
+        assert_eq!((block.items, block.passed, block.failed, block.errors), (5, 1, 1, 3));
+        assert_eq!((block.soft_failures, block.mean_score_units), (0, 5000));
+        let codes: Vec<(&str, u64)> =
+            block.error_codes.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        assert_eq!(codes, [("INVALID_TRACE", 1), ("TOO_MANY_CALLS", 1), ("INTERNAL", 1)]);
+        let a = &block.assertions[0];
+        assert_eq!((a.passed, a.failed, a.score_units, a.severity), (1, 1, 5000, Severity::Soft));
+        // Every error row marked, failing rows up to max_failing (1).
+        let marks: Vec<(usize, bool)> = block.marks.iter().map(|m| (m.item, m.error)).collect();
+        assert_eq!(marks, [(1, true), (2, false), (3, true), (4, true)]);
     }
 }

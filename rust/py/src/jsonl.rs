@@ -4,7 +4,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
-use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Unit};
+use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
 use crate::detach::run_detached;
 
@@ -114,6 +114,39 @@ pub fn split_jsonl(
     check_range(data.len(), start, data.len())?;
     let s = run_detached(py, move || jsonl_block::split(&data[start..], max_items, at_eof))?;
     Ok((s.consumed, s.items, s.lines))
+}
+
+/// A record for `outcome_block`: `TraceOutcome` bytes, or `(trace_id, field, message)` of an
+/// input record the caller could not read as a trace.
+#[derive(FromPyObject)]
+pub enum OutcomeItem {
+    Encoded(PyBackedBytes),
+    Unreadable(String, String, String),
+}
+
+/// `TraceOutcome` bytes (graded by `CompiledSuite.grade_batch` or a server) and unreadable
+/// records, in input order → a `JsonlBlock`: their regrade rows, counts and marks, as the block
+/// entry points give them (an unreadable record is its `INVALID_TRACE` row).
+#[pyfunction]
+pub fn outcome_block(
+    py: Python<'_>,
+    suite_id: String,
+    items: Vec<OutcomeItem>,
+    max_failing: usize,
+) -> PyResult<PyJsonlBlock> {
+    let block = run_detached(py, move || {
+        let outcomes: Vec<Outcome<'_>> = items
+            .iter()
+            .map(|item| match item {
+                OutcomeItem::Encoded(bytes) => Outcome::Encoded(bytes),
+                OutcomeItem::Unreadable(trace_id, field, message) => {
+                    Outcome::Unreadable { trace_id, field, message }
+                }
+            })
+            .collect();
+        jsonl_block::outcome_rows(&suite_id, &outcomes, max_failing)
+    })?;
+    PyJsonlBlock::new(py, block)
 }
 
 /// A block's origin (the `field` of its error rows: `source:unit N`) from the binding's
