@@ -5,9 +5,11 @@ against Python's row writer and rows counted one by one, on hand-built rows."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from google.protobuf import json_format
 from regrade_reference import counted
@@ -15,6 +17,7 @@ from trajgrade import _core
 from trajgrade.regrade.output import (
     ROW_FIELDS,
     arrow_schema,
+    arrow_table_from_columns,
     arrow_table_from_jsonl,
     error_row,
     jsonl_line,
@@ -140,3 +143,25 @@ def test_block_summary_equals_row_summary(chunk: int, sample: int) -> None:
     assert merged.mean_score_units == sum(
         round(row["mean_score"] * 10_000) for row in rows if row["error"] is None
     )
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 300])
+def test_core_arrow_columns_equal_the_json_reader(chunk: int, tmp_path: Path) -> None:
+    """The core's Arrow buffers of a block's rows (arrow=True) make the table Arrow's JSON
+    reader makes of its JSONL rows, and the Parquet files read back equal: every column state
+    (error rows' nulls, graded rows' null error, empty results and positions, soft failures,
+    partial scores, non-ASCII and escaped strings)."""
+    rows = _rows(300)
+    items = _items(rows)
+    for start in range(0, len(rows), chunk):
+        block = _core.outcome_block("s1", items[start : start + chunk], 0, True)
+        assert block.columns is not None
+        table = arrow_table_from_columns(block.items, block.columns)
+        table.validate(full=True)
+        expected = arrow_table_from_jsonl(block.rows, block.longest_row)
+        assert table.schema.equals(arrow_schema(), check_metadata=True)
+        assert table.equals(expected)
+    pq.write_table(table, tmp_path / "core.parquet")
+    pq.write_table(expected, tmp_path / "json.parquet")
+    assert pq.read_table(tmp_path / "core.parquet").equals(pq.read_table(tmp_path / "json.parquet"))
+    assert _core.outcome_block("s1", items[:3], 0).columns is None  # only when asked for

@@ -239,10 +239,12 @@ class Grader:
         source: str,
         first: int = 1,
         unit: str = "line",
+        arrow: bool = False,
     ) -> JsonlBlock:
         """data[start:end], whole native JSONL lines → their regrade rows in one buffer plus
-        summary counts; error rows name `source:unit N` (line: first + the line's index,
-        blank lines counted; row, trace: first + the item's index) and the core's message."""
+        summary counts (and with arrow, the rows' Arrow buffers); error rows name
+        `source:unit N` (line: first + the line's index, blank lines counted; row, trace:
+        first + the item's index) and the core's message."""
     def grade_arrow_block(
         self,
         suite: CompiledSuite,
@@ -251,6 +253,7 @@ class Grader:
         max_failing: int,
         source: str,
         first: int = 1,
+        arrow: bool = False,
     ) -> JsonlBlock:
         """Arrow buffers of native trace rows → their regrade rows in one JsonlBlock, as
         grade_jsonl_block gives them for the same traces (error rows name `source:row N`);
@@ -295,9 +298,15 @@ class JsonlBlock:
     def marks(self) -> list[BlockMark]: ...
     @property
     def longest_row(self) -> int: ...
+    @property
+    def columns(self) -> dict[str, bytes | None] | None:
+        """The rows' Arrow buffers by name (arrow=True), for output.arrow_table_from_columns."""
 
 def outcome_block(
-    suite_id: str, items: list[bytes | tuple[str, str, str]], max_failing: int
+    suite_id: str,
+    items: list[bytes | tuple[str, str, str]],
+    max_failing: int,
+    arrow: bool = False,
 ) -> JsonlBlock:
     """TraceOutcome bytes (graded elsewhere) and unreadable records `(trace_id, field,
     message)`, in input order → their regrade rows, counts and marks, as a block entry point

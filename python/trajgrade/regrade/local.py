@@ -30,6 +30,8 @@ class LocalBackend:
         # Failing rows of a block the core marks for the summary's sample (the pipeline sets 0
         # once the sample is full); any block then holds every sampled row that it can.
         self.max_failing = DEFAULT_FAILURE_SAMPLE
+        # Rows also as Arrow columns (set for Parquet output).
+        self.arrow = False
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
         """Each chunk with the core's block (rows and counts) filled in, in order."""
@@ -38,18 +40,18 @@ class LocalBackend:
                 source, first, unit = chunk.origin()
                 chunk.graded = self._grader.grade_jsonl_block(
                     self._suite, chunk.block, chunk.start, chunk.stop, self.max_failing,
-                    source, first, unit,
+                    source, first, unit, self.arrow,
                 )  # fmt: skip
             elif isinstance(chunk, ArrowChunk):
                 source, first, _ = chunk.origin()
                 chunk.graded = self._grader.grade_arrow_block(
                     self._suite, chunk.batch.num_rows, chunk.columns, self.max_failing,
-                    source, first,
+                    source, first, self.arrow,
                 )  # fmt: skip
             else:
                 traces = [item for item in chunk.items if isinstance(item, bytes)]
                 chunk.outcomes = self._suite.grade_batch(traces) if traces else []
-                chunk.graded = chunk.block(self.suite_id, self.max_failing)
+                chunk.graded = chunk.block(self.suite_id, self.max_failing, self.arrow)
             yield chunk
 
     @property

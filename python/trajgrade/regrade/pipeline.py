@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from trajgrade.regrade.output import arrow_table_from_columns
 from trajgrade.regrade.resume import RunState
 from trajgrade.regrade.source import Chunk, InputFile, Position, read_chunks
 from trajgrade.regrade.summary import Summary
@@ -37,6 +38,8 @@ class Backend(Protocol):
     suite_id: str
     # Failing rows the core marks per chunk for the summary's sample (0 once it is full).
     max_failing: int
+    # The core writes the rows' Arrow columns too (Parquet output).
+    arrow: bool
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]: ...
 
@@ -210,7 +213,12 @@ def run_pipeline(
                 graded = chunk.graded
                 assert graded is not None
                 summary.add_block(graded)
-                state.commit(graded.rows, chunk.end, summary, longest_row=graded.longest_row)
+                table = None
+                if graded.columns is not None:
+                    table = arrow_table_from_columns(graded.items, graded.columns)
+                state.commit(
+                    graded.rows, chunk.end, summary, longest_row=graded.longest_row, table=table
+                )
                 if summary.sample_full:
                     backend.max_failing = 0
                 progress.advance(chunk.bytes_read)

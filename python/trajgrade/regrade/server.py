@@ -43,6 +43,7 @@ class ServerBackend:
     def __init__(self, server: str | Client, suite_bytes: bytes) -> None:
         # As LocalBackend.max_failing: failing rows marked for the summary's sample.
         self.max_failing = DEFAULT_FAILURE_SAMPLE
+        self.arrow = False
         self._owned = isinstance(server, str)
         self._client = Client(server) if isinstance(server, str) else server
         try:
@@ -68,7 +69,7 @@ class ServerBackend:
         def ready() -> Iterator[ItemsChunk]:
             while pending and len(pending[0][0].outcomes) == pending[0][1]:
                 chunk = pending.popleft()[0]
-                chunk.graded = chunk.block(self.suite_id, self.max_failing)
+                chunk.graded = chunk.block(self.suite_id, self.max_failing, self.arrow)
                 yield chunk
 
         # The client sends its stream_chunk traces (256 by default) per message, each graded by

@@ -75,9 +75,10 @@ class ItemsChunk:
         """Traces (and read failures) in this chunk."""
         return len(self.items)
 
-    def block(self, suite_id: str, max_failing: int) -> JsonlBlock:
-        """The rows and counts of the graded chunk, written by the core: each trace's outcome,
-        each read failure as its INVALID_TRACE row, in input order."""
+    def block(self, suite_id: str, max_failing: int, arrow: bool = False) -> JsonlBlock:
+        """The rows and counts of the graded chunk, written by the core (and as Arrow columns
+        if `arrow`): each trace's outcome, each read failure as its INVALID_TRACE row, in input
+        order."""
         outcomes = iter(self.outcomes)
         items: list[bytes | tuple[str, str, str]] = [
             (item.trace_id, item.field, item.message)
@@ -85,7 +86,7 @@ class ItemsChunk:
             else next(outcomes)
             for item in self.items
         ]
-        return _core.outcome_block(suite_id, items, max_failing)
+        return _core.outcome_block(suite_id, items, max_failing, arrow)
 
 
 @dataclass(kw_only=True)

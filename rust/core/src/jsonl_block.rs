@@ -10,6 +10,7 @@ use std::ops::Range;
 
 use prost::Message;
 
+use crate::arrow_rows::ArrowRows;
 use crate::proto::v1::{
     trace_outcome, AssertionStatus, GradeResult, ItemError, Severity, TraceOutcome, Verdict,
 };
@@ -179,10 +180,18 @@ pub struct BlockRows {
     pub error_codes: Vec<(String, u64)>,
     pub marks: Vec<Mark>,
     pub longest_row: usize,
+    /// The same rows as Arrow columns, when asked for ([`BlockRows::new`]): Parquet output.
+    pub columns: Option<ArrowRows>,
     failing_marks: usize,
 }
 
 impl BlockRows {
+    /// An empty block; `arrow`: its rows are also written as Arrow columns.
+    #[must_use]
+    pub fn new(arrow: bool) -> Self {
+        BlockRows { columns: arrow.then(ArrowRows::default), ..BlockRows::default() }
+    }
+
     /// Writes and counts item `item`'s outcome; failing rows are marked until `max_failing`.
     pub fn add(
         &mut self,
@@ -195,6 +204,9 @@ impl BlockRows {
         let mark = match graded {
             Ok(r) => {
                 crate::rows::push_result_row(&mut self.rows, r);
+                if let Some(columns) = &mut self.columns {
+                    columns.push_result(r);
+                }
                 self.count(r);
                 let failing = r.verdict != Verdict::Pass as i32 && self.failing_marks < max_failing;
                 self.failing_marks += usize::from(failing);
@@ -202,6 +214,9 @@ impl BlockRows {
             }
             Err(e) => {
                 crate::rows::push_error_row(&mut self.rows, suite_id, e);
+                if let Some(columns) = &mut self.columns {
+                    columns.push_item_error(suite_id, e);
+                }
                 self.count_error(&e.reason_code, 1);
                 Some(true)
             }
@@ -266,6 +281,9 @@ impl BlockRows {
         self.soft_failures += next.soft_failures;
         self.mean_score_units += next.mean_score_units;
         self.longest_row = self.longest_row.max(next.longest_row);
+        if let (Some(mine), Some(theirs)) = (&mut self.columns, &next.columns) {
+            mine.append(theirs);
+        }
         for (code, n) in next.error_codes {
             self.count_error(&code, n);
         }
@@ -306,8 +324,13 @@ pub enum Outcome<'a> {
 /// Parquet layouts the core does not read, a server's outcomes), as a [`BlockRows`]: the same
 /// rows, counts and marks as the block entry points give for the same outcomes.
 #[must_use]
-pub fn outcome_rows(suite_id: &str, items: &[Outcome<'_>], max_failing: usize) -> BlockRows {
-    let mut block = BlockRows::default();
+pub fn outcome_rows(
+    suite_id: &str,
+    items: &[Outcome<'_>],
+    max_failing: usize,
+    arrow: bool,
+) -> BlockRows {
+    let mut block = BlockRows::new(arrow);
     for (i, item) in items.iter().enumerate() {
         let graded = match *item {
             Outcome::Encoded(bytes) => match TraceOutcome::decode(bytes) {
@@ -400,6 +423,7 @@ mod tests {
                 Outcome::Encoded(b"\xff"),
             ],
             1,
+            false,
         );
         let unreadable = ItemError {
             trace_id: "u".to_owned(),

@@ -639,7 +639,9 @@ impl PyGrader {
     /// An error row's field is `source:unit N` (`unit` `line`: `first` + the line's index in
     /// the block, blank lines counted; `row` or `trace`: `first` + the item's index), then the
     /// path inside the trace for a limit error. Mark offsets are in `rows`.
-    #[pyo3(signature = (suite, data, start, end, max_failing, source, first = 1, unit = "line"))]
+    #[pyo3(signature = (
+        suite, data, start, end, max_failing, source, first = 1, unit = "line", arrow = false
+    ))]
     #[allow(clippy::too_many_arguments)] // the block, its range and its origin, as Python names them
     fn grade_jsonl_block(
         &self,
@@ -652,13 +654,14 @@ impl PyGrader {
         source: String,
         first: u64,
         unit: &str,
+        arrow: bool,
     ) -> PyResult<PyJsonlBlock> {
         check_range(data.len(), start, end)?;
         let unit = origin(&source, unit, first)?.unit;
         let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
         let block = run_detached(py, move || {
             let origin = Origin { source: &source, unit, first };
-            grader.grade_jsonl_block(&suite, &data[start..end], &origin, max_failing)
+            grader.grade_jsonl_block(&suite, &data[start..end], &origin, max_failing, arrow)
         })?;
         PyJsonlBlock::new(py, block)
     }
@@ -670,7 +673,7 @@ impl PyGrader {
     /// `calls.name`, ..., `metadata`, `metadata.key`, `metadata.value`) to `(length, offset,
     /// validity, offsets, values, large_offsets)`; bad buffers raise `ValueError`. An error
     /// row's field is `source:row N`, N = `first` + the row's index in the batch.
-    #[pyo3(signature = (suite, rows, columns, max_failing, source, first = 1))]
+    #[pyo3(signature = (suite, rows, columns, max_failing, source, first = 1, arrow = false))]
     #[allow(clippy::too_many_arguments)] // the batch and its origin, as Python names them
     fn grade_arrow_block(
         &self,
@@ -681,6 +684,7 @@ impl PyGrader {
         max_failing: usize,
         source: String,
         first: u64,
+        arrow: bool,
     ) -> PyResult<PyJsonlBlock> {
         check_columns(&columns)?;
         origin(&source, "row", first)?;
@@ -688,7 +692,7 @@ impl PyGrader {
         let block = run_detached(py, move || {
             let origin = Origin { source: &source, unit: Unit::Row, first };
             ArrowTraces::new(&raw_traces(rows, &columns))
-                .map(|t| grader.grade_arrow_block(&suite, &t, &origin, max_failing))
+                .map(|t| grader.grade_arrow_block(&suite, &t, &origin, max_failing, arrow))
         })?
         .map_err(PyValueError::new_err)?;
         PyJsonlBlock::new(py, block)

@@ -3,7 +3,8 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
+use trajgrade_core::arrow_rows::{ArrowRows, Bitmap, Offsets, Utf8};
 use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
 use crate::detach::run_detached;
@@ -55,6 +56,69 @@ pub struct PyJsonlBlock {
     error_codes: Vec<(String, u64)>,
     marks: Vec<Py<PyBlockMark>>,
     longest_row: usize,
+    /// The rows as Arrow buffers (asked for with `arrow=True`), by name: `NAME.validity`
+    /// (`None` without nulls), `NAME.offsets` (`i32`), `NAME.data` / `NAME.values`, for the
+    /// Parquet output's columns and their children (`results.name`, `error.field`, ...);
+    /// `output.arrow_table_from_columns` builds the table.
+    columns: Option<Py<PyDict>>,
+}
+
+/// The Arrow buffers of `rows` (see `PyJsonlBlock::columns`).
+fn columns_dict<'py>(py: Python<'py>, rows: &ArrowRows) -> PyResult<Bound<'py, PyDict>> {
+    if rows.overflow {
+        return Err(PyValueError::new_err(
+            "a block's rows exceed 2 GiB in one Arrow string column; use a smaller chunk size",
+        ));
+    }
+    let out = PyDict::new(py);
+    let bytes = |b: &[u8]| PyBytes::new(py, b);
+    let validity = |name: &str, v: &Bitmap| -> PyResult<()> {
+        let key = format!("{name}.validity");
+        if v.nulls == 0 {
+            out.set_item(key, py.None())
+        } else {
+            out.set_item(key, bytes(&v.bytes))
+        }
+    };
+    let offsets = |name: &str, o: &Offsets| {
+        let raw: Vec<u8> = o.0.iter().flat_map(|x| x.to_le_bytes()).collect();
+        out.set_item(format!("{name}.offsets"), bytes(&raw))
+    };
+    let utf8 = |name: &str, s: &Utf8| -> PyResult<()> {
+        validity(name, &s.validity)?;
+        offsets(name, &s.offsets)?;
+        out.set_item(format!("{name}.data"), bytes(&s.data))
+    };
+    let f64s = |name: &str, v: &[f64]| {
+        let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        out.set_item(format!("{name}.values"), bytes(&raw))
+    };
+    utf8("trace_id", &rows.trace_id)?;
+    utf8("suite_id", &rows.suite_id)?;
+    utf8("verdict", &rows.verdict)?;
+    validity("score", &rows.score.validity)?;
+    f64s("score", &rows.score.values)?;
+    validity("soft_failures", &rows.soft_failures.validity)?;
+    let raw: Vec<u8> = rows.soft_failures.values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    out.set_item("soft_failures.values", bytes(&raw))?;
+    validity("results", &rows.results)?;
+    offsets("results", &rows.results_offsets)?;
+    utf8("results.name", &rows.result_name)?;
+    utf8("results.status", &rows.result_status)?;
+    utf8("results.severity", &rows.result_severity)?;
+    utf8("results.reason_code", &rows.result_reason_code)?;
+    utf8("results.reason", &rows.result_reason)?;
+    offsets("results.positions", &rows.result_positions_offsets)?;
+    let raw: Vec<u8> = rows.result_positions.iter().flat_map(|x| x.to_le_bytes()).collect();
+    out.set_item("results.positions.values", bytes(&raw))?;
+    f64s("results.score", &rows.result_score)?;
+    validity("mean_score", &rows.mean_score.validity)?;
+    f64s("mean_score", &rows.mean_score.values)?;
+    validity("error", &rows.error)?;
+    utf8("error.reason_code", &rows.error_reason_code)?;
+    utf8("error.field", &rows.error_field)?;
+    utf8("error.message", &rows.error_message)?;
+    Ok(out)
 }
 
 impl PyJsonlBlock {
@@ -82,6 +146,11 @@ impl PyJsonlBlock {
                 .map(|m| Py::new(py, PyBlockMark::from(m)))
                 .collect::<PyResult<_>>()?,
             longest_row: block.longest_row,
+            columns: block
+                .columns
+                .as_ref()
+                .map(|c| columns_dict(py, c).map(Bound::unbind))
+                .transpose()?,
         })
     }
 }
@@ -128,11 +197,13 @@ pub enum OutcomeItem {
 /// records, in input order → a `JsonlBlock`: their regrade rows, counts and marks, as the block
 /// entry points give them (an unreadable record is its `INVALID_TRACE` row).
 #[pyfunction]
+#[pyo3(signature = (suite_id, items, max_failing, arrow = false))]
 pub fn outcome_block(
     py: Python<'_>,
     suite_id: String,
     items: Vec<OutcomeItem>,
     max_failing: usize,
+    arrow: bool,
 ) -> PyResult<PyJsonlBlock> {
     let block = run_detached(py, move || {
         let outcomes: Vec<Outcome<'_>> = items
@@ -144,7 +215,7 @@ pub fn outcome_block(
                 }
             })
             .collect();
-        jsonl_block::outcome_rows(&suite_id, &outcomes, max_failing)
+        jsonl_block::outcome_rows(&suite_id, &outcomes, max_failing, arrow)
     })?;
     PyJsonlBlock::new(py, block)
 }

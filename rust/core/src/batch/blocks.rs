@@ -72,7 +72,7 @@ impl Grader {
 
     /// Bulk regrading of a block of native JSONL (whole lines; see [`crate::jsonl_block`]):
     /// every row as [`Grader::grade_json_traces_to_json`] writes it, in one buffer, with the
-    /// summary counts; an error row's field is `origin`'s (`file:line N`, then the path inside
+    /// summary counts (and the rows as Arrow columns if `arrow`); an error row's field is `origin`'s (`file:line N`, then the path inside
     /// the trace for a limit error) and its message the decoder's. Error rows are always
     /// marked, failing rows up to `max_failing`.
     pub fn grade_jsonl_block(
@@ -81,9 +81,10 @@ impl Grader {
         data: &[u8],
         origin: &Origin<'_>,
         max_failing: usize,
+        arrow: bool,
     ) -> BlockRows {
         let lines = crate::jsonl_block::lines(data);
-        self.graded_block(suite, lines.len(), max_failing, |i| {
+        self.graded_block(suite, lines.len(), max_failing, arrow, |i| {
             let line = &lines[i];
             let field = origin.field(i, line.index);
             guarded_result(
@@ -102,8 +103,9 @@ impl Grader {
         traces: &ArrowTraces<'_>,
         origin: &Origin<'_>,
         max_failing: usize,
+        arrow: bool,
     ) -> BlockRows {
-        self.graded_block(suite, traces.rows(), max_failing, |i| {
+        self.graded_block(suite, traces.rows(), max_failing, arrow, |i| {
             let field = origin.field(i, i);
             guarded_result(
                 || self.grade_arrow_row(suite, traces, i, &field),
@@ -113,13 +115,15 @@ impl Grader {
         })
     }
 
-    /// Items `0..n` graded by `one` into one [`BlockRows`]: small runs in parallel, each
-    /// writing into one buffer (no per-row allocation), then joined in order.
+    /// Items `0..n` graded by `one` into one [`BlockRows`] (with Arrow columns if `arrow`):
+    /// small runs in parallel, each writing into one buffer (no per-row allocation), then
+    /// joined in order.
     fn graded_block(
         &self,
         suite: &CompiledSuite,
         n: usize,
         max_failing: usize,
+        arrow: bool,
         one: impl Fn(usize) -> Result<GradeResult, ItemError> + Sync,
     ) -> BlockRows {
         const RUN: usize = 16;
@@ -127,7 +131,7 @@ impl Grader {
             (0..n.div_ceil(RUN))
                 .into_par_iter()
                 .map(|r| {
-                    let mut out = BlockRows::default();
+                    let mut out = BlockRows::new(arrow);
                     for i in r * RUN..n.min(r * RUN + RUN) {
                         out.add(i - r * RUN, &one(i), suite.id(), max_failing);
                     }
@@ -135,7 +139,7 @@ impl Grader {
                 })
                 .collect()
         });
-        let mut block = BlockRows::default();
+        let mut block = BlockRows::new(arrow);
         for run in runs {
             block.append(run, max_failing);
         }

@@ -490,7 +490,10 @@ fn a_block_is_its_lines_rows_joined_and_counted() {
         })
         .collect();
     let origin = Origin { source: "t.jsonl", unit: Unit::Line, first: 12 };
-    let block = g.grade_jsonl_block(&compiled, &data, &origin, 5);
+    let block = g.grade_jsonl_block(&compiled, &data, &origin, 5, true);
+    let columns = block.columns.as_ref().expect("asked for");
+    let errors = columns.error.len - columns.error.nulls;
+    assert_eq!((columns.rows, errors as u64), (block.items, block.errors));
     for (i, (got, want)) in block.rows.split_inclusive('\n').zip(&rows).enumerate() {
         assert_eq!(got.as_bytes(), &want[..], "row {i}: {:?}", String::from_utf8_lossy(refs[i]));
     }
