@@ -21,6 +21,7 @@ from trajgrade.regrade.raysource import (
     backend,
     plan,
     record_schema,
+    record_table,
 )
 from trajgrade.regrade.resume import RunState
 from trajgrade.regrade.source import InputFile, Position, resolve_inputs
@@ -78,16 +79,20 @@ def read_results(
     chunk_size: int,
     threads: int = 1,
     start: Position | None = None,
+    arrow: bool = False,
 ) -> ray.data.Dataset:
     """The graded chunks of the inputs from `start`, one row each (raysource._record): the
-    workers read their byte range or row group and grade it with the core's block path."""
+    workers read their byte range or row group and grade it with the core's block path (with
+    `arrow`, each chunk's rows also as an Arrow table built from the core's columns)."""
     import ray.data  # noqa: PLC0415
 
     spans = plan(files, chunk_size, start or Position())
     if not spans:  # nothing left to read (Ray wants at least one read task)
         empty: ray.data.Dataset = ray.data.from_arrow(record_schema().empty_table())
         return empty
-    source = TraceFileDatasource(files, spans, suite_bytes, chunk_size=chunk_size, threads=threads)
+    source = TraceFileDatasource(
+        files, spans, suite_bytes, chunk_size=chunk_size, threads=threads, arrow=arrow
+    )
     dataset: ray.data.Dataset = ray.data.read_datasource(
         source, num_cpus=threads, override_num_blocks=len(spans)
     )
@@ -109,14 +114,18 @@ def run(
     local engine, with the workers' chunks in place of the grading thread's)."""
     summary = state.summary or Summary(suite_id=backend(suite_bytes, threads).suite_id)
     results = read_results(
-        files, suite_bytes, chunk_size=chunk_size, threads=threads, start=state.position
-    )
+        files, suite_bytes, chunk_size=chunk_size, threads=threads, start=state.position,
+        arrow=state.fmt == "parquet",
+    )  # fmt: skip
     with RunProgress(console, show_progress, files, state.position, summary) as progress:
         for batch in _batches(results):
             for record in batch.to_pylist():
                 add_record(summary, record)
                 position = Position(record["file"], record["offset"], record["traces"])
-                state.commit(record["rows"], position, summary, longest_row=record["longest_row"])
+                state.commit(
+                    record["rows"], position, summary, longest_row=record["longest_row"],
+                    table=record_table(record),
+                )  # fmt: skip
                 progress.advance(record["bytes_read"])
                 if on_commit is not None:
                     on_commit(summary.traces)
