@@ -158,7 +158,7 @@ def same_format_core(
         consumed, _, _ = _core.split_jsonl(data, at, CHUNK, True)
         if not consumed:
             break
-        blocks.append(grader.grade_jsonl_block(suite, data, at, at + consumed, 0).rows)
+        blocks.append(grader.grade_jsonl_block(suite, data, at, at + consumed, 0, "mem").rows)
         at += consumed
     block_seconds = time.perf_counter() - started
     started = time.perf_counter()
@@ -214,14 +214,14 @@ def stage_costs(payloads: list[bytes], lines: list[bytes], parquet: Path) -> dic
     started = time.perf_counter()
     at = 0
     while consumed := _core.split_jsonl(data, at, CHUNK, True)[0]:
-        blocks.append(grader.grade_jsonl_block(core_suite, data, at, at + consumed, 200))
+        blocks.append(grader.grade_jsonl_block(core_suite, data, at, at + consumed, 200, "mem"))
         at += consumed
     costs["core split_jsonl + grade_jsonl_block (all threads)"] = time.perf_counter() - started
     # One Summary for the whole run, as a regrade keeps it (its sample of 200 fills up).
     summary = Summary(suite_id=suite.suite_id)
     started = time.perf_counter()
     for block in blocks:
-        summary.add_block(block, {})
+        summary.add_block(block)
     costs["Summary.add_block (counts from the core)"] = time.perf_counter() - started
     started = time.perf_counter()
     for i in range(0, len(rows), CHUNK):

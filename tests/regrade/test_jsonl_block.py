@@ -1,7 +1,8 @@
 """Native JSONL graded by the block (Grader.grade_jsonl_block, source READ_BYTES reads): the
-same output bytes and the same summary as the row-by-row path (Python decode, Summary.add),
-whatever the chunk and read sizes, on files with bad, blank, CRLF and unterminated lines; the
-block's counts and marks, and Summary.add_block against Summary.add."""
+same graded rows as the row-by-row path (Python decode), error rows written by the core
+(`file:line N`, the core's message), whatever the chunk and read sizes, on files with bad,
+blank, CRLF and unterminated lines; the block's counts and marks, and Summary.add_block
+against rows counted one by one (regrade_reference)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import regrade_workload
+from regrade_reference import counted, without_messages
 from trajgrade import _core
 from trajgrade._core import bench
 from trajgrade.importers.parquet import SCHEMA
@@ -21,7 +23,9 @@ from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import row_from_json
 from trajgrade.regrade.summary import Summary
+from trajgrade.regrade.tracejson import TraceJsonError, trace_bytes
 from trajgrade.suites import load_suite
+from trajgrade.v1 import result_pb2
 
 _BROKEN = [
     b'{"id": "broken", "calls": 5}',  # pbjson and json_format both reject it
@@ -48,8 +52,16 @@ def _messy(path: Path, n: int = 400) -> Path:
 
 def _row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Regrade as items: each line decoded in Python (upb, json_format) and graded from Trace
-    bytes, each row counted by Summary.add: the reference for the core's blocks."""
+    bytes: the reference for the core's blocks' graded rows (its error rows word the Python
+    decoder's messages)."""
     monkeypatch.setattr(LocalBackend, "raw_input", False)
+
+
+def _counts(summary: Summary) -> dict[str, object]:
+    """A summary's counts and sampled traces, without the sampled errors' messages."""
+    state = summary.to_json()
+    state["failures"] = [f["trace_id"] for f in state["failures"]]
+    return state
 
 
 @pytest.mark.parametrize(("chunk_size", "read_bytes"), [(5, 257), (64, 4096), (5000, 16 << 20)])
@@ -70,15 +82,17 @@ def test_blocks_equal_row_by_row(
             _row_by_row(m)
             lines = regrade([str(data)], workload["suite"], str(tmp_path / f"l.{suffix}"),
                             chunk_size=chunk_size)  # fmt: skip
-        assert blocks.to_json() == lines.to_json()
+        assert _counts(blocks) == _counts(lines)
         got = list(read_rows(str(tmp_path / f"b.{suffix}")))
-        assert got == list(read_rows(str(tmp_path / f"l.{suffix}")))
+        assert without_messages(got) == without_messages(read_rows(str(tmp_path / f"l.{suffix}")))
         if suffix == "jsonl":
-            assert (tmp_path / "b.jsonl").read_bytes() == (tmp_path / "l.jsonl").read_bytes()
+            ours = (tmp_path / "b.jsonl").read_bytes().splitlines()
+            theirs = (tmp_path / "l.jsonl").read_bytes().splitlines()
+            assert [r for r in ours if b'"error":{' not in r] == [
+                r for r in theirs if b'"error":{' not in r
+            ]
     # The summary is also the one counted row by row from the output.
-    reference = Summary(suite_id=blocks.suite_id)
-    reference.add(got)
-    assert blocks.to_json() == reference.to_json()
+    assert blocks.to_json() == counted(got, blocks.suite_id).to_json()
     assert blocks.traces == 400 + 11 and blocks.errors == 9  # two broken lines only nest deep
     assert blocks.failed > 0 and blocks.soft_failures > 0
     # Error rows name the file and the line (blank lines and CRLF ends counted).
@@ -88,6 +102,11 @@ def test_blocks_equal_row_by_row(
             where = re.match(r"messy\.jsonl:line (\d+)", row["error"]["field"])
             assert where is not None, row["error"]
             assert file_lines[int(where[1]) - 1] in _BROKEN
+    # The core's own messages (serde_json's), not json_format's.
+    messages = {row["trace_id"]: row["error"]["message"] for row in got if row["error"]}
+    assert messages["broken"] == (
+        "invalid type: integer `5`, expected a sequence at line 1 column 27"
+    )
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -103,11 +122,28 @@ def test_block_counts_and_marks(workload: dict[str, Path], tmp_path: Path) -> No
     data = _messy(tmp_path / "messy.jsonl", 120).read_bytes()
     start = data.index(b"\n") + 1  # from the second line on
     lines = _lines(data[start:])
-    block = grader.grade_jsonl_block(suite, data, start, len(data), 3)
-    rows = bench.grade_json_traces_to_json(suite, lines)
+    block = grader.grade_jsonl_block(suite, data, start, len(data), 3, "messy.jsonl", 2)
+    # The rows of the lines one by one, with the error rows' field (`lines[i]`) naming the
+    # file and line (blank lines counted).
+    numbers = [
+        n
+        for n, line in enumerate(data[start:].split(b"\n"), start=2)
+        if line and not line.isspace()
+    ]
+    rows = [
+        row.replace(b'"field":"lines[%d]' % i, b'"field":"messy.jsonl:line %d' % numbers[i], 1)
+        for i, row in enumerate(bench.grade_json_traces_to_json(suite, lines))
+    ]
     assert block.rows == b"".join(rows) and block.items == len(rows) == len(lines)
     parsed = [row_from_json(json.loads(row)) for row in rows]
     graded = [row for row in parsed if row["error"] is None]
+    errors = [row["error"] for row in parsed if row["error"] is not None]
+    assert block.errors == len(errors) > 0
+    codes: dict[str, int] = {}
+    for error in errors:
+        codes[error["reason_code"]] = codes.get(error["reason_code"], 0) + 1
+        assert re.fullmatch(r"messy\.jsonl:line \d+(\..*)?", error["field"]), error
+    assert dict(block.error_codes) == codes and len(codes) == len(block.error_codes)
     assert block.passed == sum(row["verdict"] == "VERDICT_PASS" for row in graded)
     assert block.failed == len(graded) - block.passed
     assert block.soft_failures == sum(row["soft_failures"] for row in graded)
@@ -123,33 +159,41 @@ def test_block_counts_and_marks(workload: dict[str, Path], tmp_path: Path) -> No
     ]
     assert block.longest_row == max(map(len, rows))
     # Every error row is marked, failing rows only up to max_failing (3), in row order.
-    errors = [i for i, row in enumerate(parsed) if row["error"] is not None]
+    error_items = [i for i, row in enumerate(parsed) if row["error"] is not None]
     failing = [i for i, row in enumerate(parsed) if row["error"] is None
                and row["verdict"] != "VERDICT_PASS"][:3]  # fmt: skip
     marks = block.marks
-    assert [m.item for m in marks] == sorted(errors + failing)
-    assert [m.item for m in marks if m.error] == errors
+    assert [m.item for m in marks] == sorted(error_items + failing)
+    assert [m.item for m in marks if m.error] == error_items
     offsets = [0]
     for row in rows:
         offsets.append(offsets[-1] + len(row))
     for m in marks:
         assert (m.row_start, m.row_end) == (offsets[m.item], offsets[m.item + 1])
-        assert data[start + m.text_start : start + m.text_end] == lines[m.item]
-        # The line index counts every line of the block, blank ones included.
-        assert data[start:].split(b"\n")[m.line] == lines[m.item].removesuffix(b"\n")
 
 
 def test_block_ranges_are_checked(workload: dict[str, Path]) -> None:
     grader = _core.Grader()
     suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
     with pytest.raises(ValueError, match="outside the 3 bytes"):
-        grader.grade_jsonl_block(suite, b"{}\n", 2, 4, 0)
+        grader.grade_jsonl_block(suite, b"{}\n", 2, 4, 0, "f")
     with pytest.raises(ValueError, match="outside"):
-        grader.grade_jsonl_block(suite, b"{}\n", 3, 2, 0)
+        grader.grade_jsonl_block(suite, b"{}\n", 3, 2, 0, "f")
     with pytest.raises(ValueError, match="outside"):
         _core.split_jsonl(b"{}\n", 4, 1, True)
-    empty = grader.grade_jsonl_block(suite, b"\n \n", 0, 3, 0)
-    assert (empty.rows, empty.items, empty.marks) == (b"", 0, [])
+    with pytest.raises(ValueError, match='unknown unit "page"'):
+        grader.grade_jsonl_block(suite, b"{}\n", 0, 3, 0, "f", 1, "page")
+    with pytest.raises(ValueError, match="from 1"):
+        grader.grade_jsonl_block(suite, b"{}\n", 0, 3, 0, "f", 0)
+    empty = grader.grade_jsonl_block(suite, b"\n \n", 0, 3, 0, "f")
+    assert (empty.rows, empty.items, empty.marks, empty.errors) == (b"", 0, [], 0)
+    # The unit names the field: lines count blank lines, rows and traces count items.
+    data = b"\n5\n\n6\n"
+    for unit, want in [("line", ["f:line 8", "f:line 10"]), ("row", ["f:row 7", "f:row 8"]),
+                       ("trace", ["f:trace 7", "f:trace 8"])]:  # fmt: skip
+        block = grader.grade_jsonl_block(suite, data, 0, len(data), 0, "f", 7, unit)
+        fields = [json.loads(row)["error"]["field"] for row in block.rows.splitlines()]
+        assert fields == want and block.error_codes == [("INVALID_TRACE", 2)]
 
 
 def test_split_jsonl() -> None:
@@ -169,19 +213,19 @@ def test_add_block_equals_row_summary(
     grader = _core.Grader()
     suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
     lines = _lines(_messy(tmp_path / "messy.jsonl", 150).read_bytes())
-    reference = Summary(suite_id=suite.suite_id, failure_sample=sample)
-    counted = Summary(suite_id=suite.suite_id, failure_sample=sample)
+    merged = Summary(suite_id=suite.suite_id, failure_sample=sample)
+    rows = []
     for start in range(0, len(lines), per_block):
         if start // per_block == len(lines) // per_block // 2:  # resumed from the manifest
-            counted = Summary.from_json(json.loads(json.dumps(counted.to_json())))
+            merged = Summary.from_json(json.loads(json.dumps(merged.to_json())))
         data = b"".join(lines[start : start + per_block])
         # As the pipeline does: no failing rows marked once the sample is full.
-        max_failing = 0 if len(counted.failures) >= sample else sample
-        block = grader.grade_jsonl_block(suite, data, 0, len(data), max_failing)
-        fixed = {m.item: block.rows[m.row_start : m.row_end] for m in block.marks if m.error}
-        counted.add_block(block, fixed)
-        reference.add(row_from_json(json.loads(row)) for row in block.rows.splitlines())
-    assert counted.to_json() == reference.to_json()
+        max_failing = 0 if merged.sample_full else sample
+        block = grader.grade_jsonl_block(suite, data, 0, len(data), max_failing, "m", start + 1)
+        merged.add_block(block)
+        rows += [row_from_json(json.loads(row)) for row in block.rows.splitlines()]
+    reference = counted(rows, suite.suite_id, sample)
+    assert merged.to_json() == reference.to_json()
     assert reference.errors > 0 and reference.soft_failures > 0
     assert len(reference.failures) == min(sample, reference.failed + reference.errors)
 
@@ -204,10 +248,13 @@ def test_parquet_json_lines_equal_row_by_row(
     with monkeypatch.context() as m:
         _row_by_row(m)
         items = regrade([str(path)], workload["suite"], str(tmp_path / "items.jsonl"))
-    assert raw.to_json() == items.to_json()
-    assert (tmp_path / "raw.jsonl").read_bytes() == (tmp_path / "items.jsonl").read_bytes()
-    error = [r for r in read_rows(str(tmp_path / "raw.jsonl")) if r["error"] is not None]
-    assert len(error) == 1 and error[0]["error"]["field"] == "t.parquet:row 8"
+    assert _counts(raw) == _counts(items)
+    got = list(read_rows(str(tmp_path / "raw.jsonl")))
+    assert without_messages(got) == without_messages(read_rows(str(tmp_path / "items.jsonl")))
+    error = [r["error"] for r in got if r["error"] is not None]
+    assert len(error) == 1 and error[0]["field"] == "t.parquet:row 8"
+    # The core's decoder's message (pbjson's wording for a negative uint64), not json_format's.
+    assert error[0]["message"].startswith("data did not match any variant"), error
 
 
 def test_arrow_block_is_the_arrow_rows_joined(workload: dict[str, Path]) -> None:
@@ -219,11 +266,47 @@ def test_arrow_block_is_the_arrow_rows_joined(workload: dict[str, Path]) -> None
     assert columns is not None
     rows = regrade_workload.arrow_rows(suite, batch)
     assert rows is not None
-    block = grader.grade_arrow_block(suite, batch.num_rows, columns, 3)
+    block = grader.grade_arrow_block(suite, batch.num_rows, columns, 3, "t.parquet", 5)
     assert block.rows == b"".join(rows) and block.items == len(rows) == 100
     failing = [i for i, row in enumerate(rows) if b'"verdict":"VERDICT_PASS"' not in row]
     assert [m.item for m in block.marks] == failing[:3]
     for m in block.marks:
-        assert (m.line, m.text_start, m.text_end, m.error) == (m.item, 0, 0, False)
+        assert not m.error
         assert block.rows[m.row_start : m.row_end] == rows[m.item]
     assert block.passed + block.failed == 100 and block.failed == len(failing)
+
+
+def _fixture_lines(workload: dict[str, Path], tmp_path: Path) -> list[bytes]:
+    """Every native trace line of the existing fixtures: the workload (with its broken line),
+    the messy file (bad, deep, odd and non-ASCII lines) and the conformance cases' traces."""
+    lines = _lines(workload["jsonl"].read_bytes())
+    lines += _lines(_messy(tmp_path / "m.jsonl").read_bytes())
+    cases = Path(__file__).resolve().parents[1] / "conformance" / "cases.jsonl"
+    for case in cases.read_text(encoding="utf-8").splitlines():
+        lines.append(json.dumps(json.loads(case)["trace"]).encode() + b"\n")
+    return lines
+
+
+def test_the_core_accepts_the_lines_the_python_path_accepted(
+    workload: dict[str, Path], tmp_path: Path
+) -> None:
+    """The core's decoder words its own errors now (no Python re-decode of the lines it
+    rejects), so over the fixtures it must accept exactly the lines the Python path (upb,
+    json_format) accepted, or a line once graded would become an error row."""
+    grader = _core.Grader()
+    suite = grader.compile_suite(load_suite(str(workload["suite"])).SerializeToString())
+    lines = _fixture_lines(workload, tmp_path)
+    outcomes = bench.grade_json_traces(suite, lines)
+    differ = []
+    for line, outcome in zip(lines, outcomes, strict=True):
+        decoded = result_pb2.TraceOutcome.FromString(outcome)
+        core = decoded.WhichOneof("outcome") == "result"
+        core |= decoded.error.reason_code not in ("", "INVALID_TRACE")
+        try:
+            trace_bytes(line)
+            python = True
+        except TraceJsonError:
+            python = False
+        if core != python:
+            differ.append((line[:80], core, python))
+    assert len(lines) > 1000 and differ == []

@@ -10,7 +10,7 @@ import pytest
 import trajgrade
 from google.protobuf import json_format
 from trajgrade.commands import regrade as regrade_command
-from trajgrade.regrade import read_rows, regrade
+from trajgrade.regrade import read_rows, regrade, resume
 from trajgrade.regrade.output import ROW_FIELDS, arrow_schema
 from trajgrade.v1 import result_pb2, trace_pb2
 
@@ -88,3 +88,25 @@ def test_cli_min_pass_rate_and_summary(
     assert regrade_command.main([*args, "--min-pass-rate", "0.99"]) == 1
     assert regrade_command.main([*args[:-1], str(tmp_path / "r.csv")]) == 2
     assert regrade_command.main(["missing.jsonl", *args[1:]]) == 2
+
+
+def test_parquet_output_from_the_core_columns_equals_the_json_reader(
+    workload: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parquet output written from the core's Arrow columns reads back equal to the output of
+    the rows read by Arrow's JSON reader (the path before), bad line included, for JSONL and
+    Parquet input."""
+    by_json_reader = resume.write_part  # the rows through Arrow's JSON reader, no table
+
+    def json_reader_part(path: Path, rows: bytes, longest: int, table: object = None) -> None:
+        by_json_reader(path, rows, longest)
+
+    for source in ("jsonl", "parquet"):
+        core = tmp_path / f"core-{source}.parquet"
+        regrade([str(workload[source])], workload["suite"], str(core), chunk_size=64)
+        with monkeypatch.context() as m:
+            m.setattr(resume, "write_part", json_reader_part)
+            reader = tmp_path / f"json-{source}.parquet"
+            regrade([str(workload[source])], workload["suite"], str(reader), chunk_size=64)
+        assert pq.read_table(core).equals(pq.read_table(reader))
+        assert pq.read_table(core).num_rows == (601 if source == "jsonl" else 600)

@@ -17,6 +17,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
 
 from ray_cluster import kill_ray_children  # noqa: E402  (bench/; after the importorskip)
 from trajgrade.regrade import ray as ray_engine  # noqa: E402
+from trajgrade.regrade.output import arrow_table_from_jsonl  # noqa: E402
+from trajgrade.regrade.raysource import record_table  # noqa: E402
+from trajgrade.regrade.source import resolve_inputs  # noqa: E402
 
 STARTUP_ATTEMPTS = 3
 GCS_PORT_WAIT_S = "120"
@@ -187,3 +190,20 @@ def test_ray_directory_output(workload: dict[str, Path], tmp_path: Path) -> None
     assert sorted(rows, key=key) == sorted(read_rows(str(local)), key=key)
     assert summary.traces == expected.traces and summary.passed == expected.passed
     assert summary.to_json()["assertions"] == expected.to_json()["assertions"]
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_ray_chunks_carry_the_core_arrow_table(workload: dict[str, Path]) -> None:
+    """For Parquet output each graded chunk carries its rows' Arrow table, built in the worker
+    from the core's columns: the table Arrow's JSON reader makes of the chunk's rows."""
+    files = resolve_inputs([str(workload["jsonl"])], "auto")
+    payload = suite_bytes(workload["suite"])
+    dataset = ray_engine.read_results(files, payload, chunk_size=64, arrow=True)
+    records = [record for batch in ray_engine._batches(dataset) for record in batch.to_pylist()]
+    assert records[-1]["traces"] == 601  # the run's traces after the last chunk
+    for record in records:
+        table = record_table(record)
+        assert table is not None
+        assert table.equals(arrow_table_from_jsonl(record["rows"], record["longest_row"]))
+    plain = ray_engine.read_results(files, payload, chunk_size=64)
+    assert all(record_table(r) is None for b in ray_engine._batches(plain) for r in b.to_pylist())

@@ -15,12 +15,12 @@ from urllib.parse import quote
 
 import pytest
 import regrade_workload
+from regrade_reference import counted
 from trajgrade.commands import regrade as regrade_command
 from trajgrade.regrade import read_rows
 from trajgrade.regrade.output import Row, error_row, jsonl_line
 from trajgrade.regrade.report import AMBER_AT, GREEN_AT, rate_class, render
 from trajgrade.regrade.report.traces import collect
-from trajgrade.regrade.summary import Summary
 
 WIDTH, HEIGHT = 1280, 2400
 CHROMIUM_FLAGS = (
@@ -332,8 +332,7 @@ def test_rows_are_classified_as_a_parse_would(tmp_path: Path) -> None:
 
 
 def test_without_the_results_file_the_summary_sample_is_shown(runs: dict[str, Path]) -> None:
-    summary = Summary()
-    summary.add(read_rows(str(runs["out"])))
+    summary = counted(read_rows(str(runs["out"])), "")
     data = _data(render(summary))
     assert data["total"] == summary.failed + summary.errors > len(data["traces"]) == 200
     assert [t["id"] for t in data["traces"]] == [f["trace_id"] for f in summary.failures]

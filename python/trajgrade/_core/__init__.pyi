@@ -31,6 +31,7 @@ __all__ = [
     "bench",
     "build_profile",
     "encode_trace_dict",
+    "outcome_block",
     "split_jsonl",
 ]
 
@@ -229,20 +230,34 @@ class Grader:
         StreamGradeTracesResponse, one outcomes entry per trace (split and framed in the core);
         once `cancel` is cancelled, traces not yet graded are `CANCELLED` item errors."""
     def grade_jsonl_block(
-        self, suite: CompiledSuite, data: bytes, start: int, end: int, max_failing: int
+        self,
+        suite: CompiledSuite,
+        data: bytes,
+        start: int,
+        end: int,
+        max_failing: int,
+        source: str,
+        first: int = 1,
+        unit: str = "line",
+        arrow: bool = False,
     ) -> JsonlBlock:
         """data[start:end], whole native JSONL lines → their regrade rows in one buffer plus
-        summary counts; marks (error rows, the first failing rows) are relative to start."""
+        summary counts (and with arrow, the rows' Arrow buffers); error rows name
+        `source:unit N` (line: first + the line's index, blank lines counted; row, trace:
+        first + the item's index) and the core's message."""
     def grade_arrow_block(
         self,
         suite: CompiledSuite,
         rows: int,
         columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
         max_failing: int,
+        source: str,
+        first: int = 1,
+        arrow: bool = False,
     ) -> JsonlBlock:
         """Arrow buffers of native trace rows → their regrade rows in one JsonlBlock, as
-        grade_jsonl_block gives them for the same traces (a mark's line = its row); bad buffers:
-        ValueError."""
+        grade_jsonl_block gives them for the same traces (error rows name `source:row N`);
+        bad buffers: ValueError."""
 
 @final
 class BlockMark:
@@ -251,21 +266,15 @@ class BlockMark:
     @property
     def item(self) -> int: ...
     @property
-    def line(self) -> int: ...
-    @property
     def row_start(self) -> int: ...
     @property
     def row_end(self) -> int: ...
-    @property
-    def text_start(self) -> int: ...
-    @property
-    def text_end(self) -> int: ...
     @property
     def error(self) -> bool: ...
 
 @final
 class JsonlBlock:
-    """Grader.grade_jsonl_block's result: rows, counts of graded rows, marked rows."""
+    """Grader.grade_jsonl_block's result: rows, counts of graded and error rows, marked rows."""
 
     @property
     def rows(self) -> bytes: ...
@@ -282,9 +291,26 @@ class JsonlBlock:
     @property
     def assertions(self) -> list[tuple[str, str, int, int, int]]: ...
     @property
+    def errors(self) -> int: ...
+    @property
+    def error_codes(self) -> list[tuple[str, int]]: ...
+    @property
     def marks(self) -> list[BlockMark]: ...
     @property
     def longest_row(self) -> int: ...
+    @property
+    def columns(self) -> dict[str, bytes | None] | None:
+        """The rows' Arrow buffers by name (arrow=True), for output.arrow_table_from_columns."""
+
+def outcome_block(
+    suite_id: str,
+    items: list[bytes | tuple[str, str, str]],
+    max_failing: int,
+    arrow: bool = False,
+) -> JsonlBlock:
+    """TraceOutcome bytes (graded elsewhere) and unreadable records `(trace_id, field,
+    message)`, in input order → their regrade rows, counts and marks, as a block entry point
+    gives them."""
 
 def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""

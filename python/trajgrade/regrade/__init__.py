@@ -86,6 +86,7 @@ def regrade(
         backend = ServerBackend(server, payload)
     else:
         backend = LocalBackend(payload, threads=threads)
+    backend.arrow = fmt == "parquet"
     identity = {
         "suite_id": backend.suite_id,
         "inputs": [f.identity() for f in files],

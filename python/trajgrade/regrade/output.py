@@ -146,16 +146,9 @@ def arrow_schema() -> pa.Schema:
     )
 
 
-def arrow_table(rows: list[Row]) -> pa.Table:
-    """Rows as an Arrow table with the stable schema."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    return pa.Table.from_pylist(rows, schema=arrow_schema())
-
-
 def arrow_table_from_jsonl(data: bytes, longest_row: int) -> pa.Table:
-    """JSONL rows (jsonl_line's bytes, e.g. from the core) as an Arrow table: Arrow's JSON
-    reader, in C++ with no per-row Python; equal to arrow_table() of the same rows."""
+    """JSONL rows (the core's, or jsonl_line's) as an Arrow table: Arrow's JSON reader, in C++
+    with no per-row Python; equal to Table.from_pylist of the same rows with arrow_schema()."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.json as pj  # noqa: PLC0415
 
@@ -170,6 +163,64 @@ def arrow_table_from_jsonl(data: bytes, longest_row: int) -> pa.Table:
     return table.cast(schema)
 
 
+def arrow_table_from_columns(rows: int, columns: dict[str, bytes | None]) -> pa.Table:
+    """The core's Arrow buffers of `rows` result rows (JsonlBlock.columns, asked for with
+    arrow=True) as a table with the stable schema, no copy: equal to arrow_table_from_jsonl of
+    the same rows (tests/regrade/test_summary.py)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    def buffer(name: str) -> pa.Buffer | None:
+        raw = columns[name]
+        return None if raw is None else pa.py_buffer(raw)
+
+    def strings(name: str, length: int) -> pa.Array:
+        parts = [buffer(f"{name}.validity"), buffer(f"{name}.offsets"), buffer(f"{name}.data")]
+        return pa.Array.from_buffers(pa.string(), length, parts)
+
+    def values(kind: pa.DataType, name: str, length: int, nullable: bool = True) -> pa.Array:
+        validity = buffer(f"{name}.validity") if nullable else None
+        return pa.Array.from_buffers(kind, length, [validity, buffer(f"{name}.values")])
+
+    schema = arrow_schema()
+    result_type = schema.field("results").type.value_type
+    n_results = len(columns["results.score.values"] or b"") // 8
+    n_positions = len(columns["results.positions.values"] or b"") // 4
+    positions = pa.Array.from_buffers(
+        result_type.field("positions").type, n_results,
+        [None, buffer("results.positions.offsets")],
+        children=[pa.Array.from_buffers(pa.uint32(), n_positions,
+                                        [None, buffer("results.positions.values")])],
+    )  # fmt: skip
+    result_children = [
+        strings(f"results.{field}", n_results)
+        for field in ("name", "status", "severity", "reason_code", "reason")
+    ]
+    result_children += [positions, values(pa.float64(), "results.score", n_results, False)]
+    results = pa.Array.from_buffers(
+        schema.field("results").type, rows,
+        [buffer("results.validity"), buffer("results.offsets")],
+        children=[pa.Array.from_buffers(result_type, n_results, [None], children=result_children)],
+    )  # fmt: skip
+    error = pa.Array.from_buffers(
+        schema.field("error").type, rows, [buffer("error.validity")],
+        children=[strings(f"error.{field}", rows) for field in ("reason_code", "field", "message")],
+    )  # fmt: skip
+    batch = pa.RecordBatch.from_arrays(
+        [
+            strings("trace_id", rows),
+            strings("suite_id", rows),
+            strings("verdict", rows),
+            values(pa.float64(), "score", rows),
+            values(pa.uint32(), "soft_failures", rows),
+            results,
+            values(pa.float64(), "mean_score", rows),
+            error,
+        ],
+        schema=schema,
+    )
+    return pa.Table.from_batches([batch], schema=schema)
+
+
 def _release_unused() -> None:
     """Hand Arrow's freed buffers back to the OS, so peak RSS does not creep with run length
     (the default mimalloc pool otherwise keeps them)."""
@@ -178,20 +229,15 @@ def _release_unused() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def write_part(
-    path: Path, rows: list[Row] | list[bytes], *, longest_row: int | None = None
-) -> None:
-    """Write rows (dicts, or their JSONL row bytes, where one bytes may hold many rows when
-    `longest_row` gives the longest) to `path` as a Parquet part, durably (fsync); the caller
-    renames it into place. (JSONL rows go straight to the run's rows file: RunState.commit.)"""
+def write_part(path: Path, rows: bytes, longest_row: int, table: pa.Table | None = None) -> None:
+    """Write rows to `path` as a Parquet part, durably (fsync): `table` (the core's Arrow
+    columns of the rows) or else the JSONL rows read by Arrow's JSON reader (the longest
+    `longest_row` bytes). The caller renames it into place. (JSONL rows go straight to the
+    run's rows file: RunState.commit.)"""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
-    encoded = [r for r in rows if isinstance(r, bytes)]
-    if len(encoded) == len(rows):
-        longest = max(map(len, encoded), default=0) if longest_row is None else longest_row
-        table = arrow_table_from_jsonl(b"".join(encoded), longest)
-    else:
-        table = arrow_table([r for r in rows if not isinstance(r, bytes)])
+    if table is None:
+        table = arrow_table_from_jsonl(rows, longest_row)
     pq.write_table(table, path)
     del table
     _release_unused()

@@ -20,17 +20,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from trajgrade.regrade.local import LocalBackend
-from trajgrade.regrade.output import Row, failure_row, outcome_row
+from trajgrade.regrade.output import arrow_table_from_columns
 from trajgrade.regrade.resume import RunState
-from trajgrade.regrade.source import (
-    Chunk,
-    InputFile,
-    ItemsChunk,
-    Position,
-    ReadFailure,
-    read_chunks,
-)
+from trajgrade.regrade.source import Chunk, InputFile, Position, read_chunks
 from trajgrade.regrade.summary import Summary
 
 # Chunks waiting between stages. With the stage that holds one, memory is about
@@ -40,9 +32,14 @@ T = TypeVar("T")
 
 
 class Backend(Protocol):
-    """Something that grades chunks in order: the in-process core or a server stream."""
+    """Something that grades chunks in order (the in-process core or a server stream), each
+    leaving with `graded` set: the core's rows and counts."""
 
     suite_id: str
+    # Failing rows the core marks per chunk for the summary's sample (0 once it is full).
+    max_failing: int
+    # The core writes the rows' Arrow columns too (Parquet output).
+    arrow: bool
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]: ...
 
@@ -99,23 +96,6 @@ def _drain(source: queue.Queue[T | _Failed | _Done], stop: threading.Event) -> I
         if isinstance(item, _Failed):
             raise item.error
         yield item
-
-
-def chunk_rows(chunk: ItemsChunk, suite_id: str) -> list[Row]:
-    """A graded chunk's rows, in input order (read failures keep their place)."""
-    outcomes = iter(chunk.outcomes)
-    return [
-        failure_row(item, suite_id)
-        if isinstance(item, ReadFailure)
-        else outcome_row(next(outcomes), suite_id)
-        for item in chunk.items
-    ]
-
-
-def _sample_full(backend: Backend) -> None:
-    """Tell a block-grading backend that no more failing rows are needed for the sample."""
-    if isinstance(backend, LocalBackend):
-        backend.max_failing = 0
 
 
 class _TracesPerSecond(ProgressColumn):
@@ -230,17 +210,17 @@ def run_pipeline(
         try:
             graded_chunks: Iterator[Chunk] = _drain(graded_q, stop)
             for chunk in graded_chunks:
-                if isinstance(chunk, ItemsChunk):
-                    rows = chunk_rows(chunk, backend.suite_id)
-                    summary.add(rows)
-                    state.commit(rows, chunk.end, summary)
-                else:  # a raw chunk: rows and counts from the core
-                    assert chunk.graded is not None
-                    graded = chunk.graded
-                    summary.add_block(graded.block, graded.fixed)
-                    state.commit([graded.rows], chunk.end, summary, longest_row=graded.longest_row)
-                    if summary.sample_full:
-                        _sample_full(backend)
+                graded = chunk.graded
+                assert graded is not None
+                summary.add_block(graded)
+                table = None
+                if graded.columns is not None:
+                    table = arrow_table_from_columns(graded.items, graded.columns)
+                state.commit(
+                    graded.rows, chunk.end, summary, longest_row=graded.longest_row, table=table
+                )
+                if summary.sample_full:
+                    backend.max_failing = 0
                 progress.advance(chunk.bytes_read)
                 if on_commit is not None:
                     on_commit(summary.traces)

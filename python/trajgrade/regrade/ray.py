@@ -12,12 +12,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 
-from trajgrade.regrade.output import (
-    arrow_table,
-    arrow_table_from_jsonl,
-    failure_row,
-    outcome_row,
-)
+from trajgrade import _core
+from trajgrade.regrade.output import arrow_table_from_jsonl
 from trajgrade.regrade.pipeline import RunProgress
 from trajgrade.regrade.raysource import (
     TraceFileDatasource,
@@ -25,9 +21,10 @@ from trajgrade.regrade.raysource import (
     backend,
     plan,
     record_schema,
+    record_table,
 )
 from trajgrade.regrade.resume import RunState
-from trajgrade.regrade.source import InputFile, Position, ReadFailure, resolve_inputs
+from trajgrade.regrade.source import InputFile, Position, resolve_inputs
 from trajgrade.regrade.summary import Summary
 from trajgrade.regrade.tracejson import (
     TraceJsonError,
@@ -82,16 +79,20 @@ def read_results(
     chunk_size: int,
     threads: int = 1,
     start: Position | None = None,
+    arrow: bool = False,
 ) -> ray.data.Dataset:
     """The graded chunks of the inputs from `start`, one row each (raysource._record): the
-    workers read their byte range or row group and grade it with the core's block path."""
+    workers read their byte range or row group and grade it with the core's block path (with
+    `arrow`, each chunk's rows also as an Arrow table built from the core's columns)."""
     import ray.data  # noqa: PLC0415
 
     spans = plan(files, chunk_size, start or Position())
     if not spans:  # nothing left to read (Ray wants at least one read task)
         empty: ray.data.Dataset = ray.data.from_arrow(record_schema().empty_table())
         return empty
-    source = TraceFileDatasource(files, spans, suite_bytes, chunk_size=chunk_size, threads=threads)
+    source = TraceFileDatasource(
+        files, spans, suite_bytes, chunk_size=chunk_size, threads=threads, arrow=arrow
+    )
     dataset: ray.data.Dataset = ray.data.read_datasource(
         source, num_cpus=threads, override_num_blocks=len(spans)
     )
@@ -113,14 +114,18 @@ def run(
     local engine, with the workers' chunks in place of the grading thread's)."""
     summary = state.summary or Summary(suite_id=backend(suite_bytes, threads).suite_id)
     results = read_results(
-        files, suite_bytes, chunk_size=chunk_size, threads=threads, start=state.position
-    )
+        files, suite_bytes, chunk_size=chunk_size, threads=threads, start=state.position,
+        arrow=state.fmt == "parquet",
+    )  # fmt: skip
     with RunProgress(console, show_progress, files, state.position, summary) as progress:
         for batch in _batches(results):
             for record in batch.to_pylist():
                 add_record(summary, record)
                 position = Position(record["file"], record["offset"], record["traces"])
-                state.commit([record["rows"]], position, summary, longest_row=record["longest_row"])
+                state.commit(
+                    record["rows"], position, summary, longest_row=record["longest_row"],
+                    table=record_table(record),
+                )  # fmt: skip
                 progress.advance(record["bytes_read"])
                 if on_commit is not None:
                     on_commit(summary.traces)
@@ -216,18 +221,20 @@ def _decoded(
 
 
 def _grade(batch: pa.Table, suite_bytes: bytes, threads: int) -> pa.Table:
-    """`trace`/`failure` columns → result rows with the stable schema (outputs.arrow_schema)."""
+    """`trace`/`failure` columns → result rows with the stable schema (outputs.arrow_schema),
+    written by the core (_core.outcome_block)."""
     suite = backend(suite_bytes, threads).suite
     traces = batch.column("trace").to_pylist()
     failures = batch.column("failure").to_pylist()
     outcomes = iter(suite.grade_batch([t for t in traces if t is not None]))
-    rows = [
-        outcome_row(next(outcomes), suite.suite_id)
+    items: list[bytes | tuple[str, str, str]] = [
+        next(outcomes)
         if trace is not None
-        else failure_row(ReadFailure(**failure), suite.suite_id)
+        else (failure["trace_id"], failure["field"], failure["message"])
         for trace, failure in zip(traces, failures, strict=True)
     ]
-    return arrow_table(rows)
+    block = _core.outcome_block(suite.suite_id, items, 0)
+    return arrow_table_from_jsonl(block.rows, block.longest_row)
 
 
 def read_traces(paths: Sequence[str], format: str = "auto") -> ray.data.Dataset:
@@ -291,13 +298,16 @@ def regrade(
             threads=threads, engine="ray", console=console, show_progress=show_progress,
             on_commit=on_commit,
         )  # fmt: skip
-    results = grade_files(
-        inputs, suite_bytes, format=format, batch_size=batch_size, threads=threads
-    )
-    results.drop_columns(["jsonl"]).write_parquet(out)
-    import ray.data  # noqa: PLC0415
-
+    # Held (Ray spills to disk) so the core's counts are merged here and the rows written by
+    # Ray's writers, with no second pass over the rows.
+    records = read_results(
+        resolve_inputs(inputs, format), suite_bytes, chunk_size=batch_size, threads=threads
+    ).materialize()
     summary = Summary(suite_id=backend(suite_bytes, threads).suite_id)
-    for batch in _batches(ray.data.read_parquet(out)):
-        summary.add_table(batch)
+    for batch in _batches(records):
+        for record in batch.to_pylist():
+            add_record(summary, record)
+    records.map_batches(_rows_table, batch_format="pyarrow", batch_size=None).drop_columns(
+        ["jsonl"]
+    ).write_parquet(out)
     return summary

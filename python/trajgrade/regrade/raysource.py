@@ -15,13 +15,10 @@ from ray.data import Datasource, ReadTask
 from ray.data.block import BlockMetadata
 
 from trajgrade.regrade.local import LocalBackend
-from trajgrade.regrade.output import jsonl_line, row_from_json
-from trajgrade.regrade.pipeline import chunk_rows
+from trajgrade.regrade.output import arrow_table_from_columns, row_from_json
 from trajgrade.regrade.source import (
     Chunk,
-    Graded,
     InputFile,
-    ItemsChunk,
     LinesChunk,
     Position,
     file_chunks,
@@ -32,6 +29,8 @@ from trajgrade.regrade.summary import Summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from trajgrade._core import JsonlBlock
 
 # JSONL chunks per read task. Ray merges what one task yields into one block, which reaches
 # the driver when the task ends: one chunk a task lets each chunk be committed as soon as it
@@ -123,48 +122,54 @@ def _span_chunks(files: Sequence[InputFile], span: Span, chunk_size: int) -> Ite
         )  # fmt: skip
 
 
-def _sample_spans(graded: Graded) -> list[int]:
+def _sample_spans(graded: JsonlBlock) -> list[int]:
     """Where the rows the summary may sample (error and failing rows, in order) are in the
-    graded rows, as flat (start, end) pairs: the core's marks, shifted past the rewritten
-    error rows."""
-    spans: list[int] = []
-    shift = 0
-    for mark in graded.block.marks:
-        start, length = mark.row_start + shift, mark.row_end - mark.row_start
-        if mark.error:
-            shift += len(graded.fixed[mark.item]) - length
-            length = len(graded.fixed[mark.item])
-        spans += [start, start + length]
-    return spans
+    graded rows, as flat (start, end) pairs: the core's marks."""
+    return [at for mark in graded.marks for at in (mark.row_start, mark.row_end)]
+
+
+def _ipc(graded: JsonlBlock) -> bytes | None:
+    """The rows' Arrow table (the core's columns) as an Arrow IPC stream, if the core wrote
+    them (Parquet output)."""
+    if graded.columns is None:
+        return None
+    import pyarrow as pa  # noqa: PLC0415
+
+    table = arrow_table_from_columns(graded.items, graded.columns)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def record_table(record: dict[str, Any]) -> pa.Table | None:
+    """A record's rows as the Arrow table the worker built from the core's columns, or None
+    (JSONL output)."""
+    if record["table"] is None:
+        return None
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.ipc.open_stream(record["table"]).read_all()
 
 
 def _record(chunk: Chunk, suite_id: str) -> dict[str, Any]:
-    """A graded chunk as one output row: its rows (JSONL bytes), the position after it, its
-    counts (a Summary without sample) and where its sample candidates are."""
+    """A graded chunk as one output row: its rows (JSONL bytes, and for Parquet output their
+    Arrow table as IPC bytes), the position after it, its counts (a Summary without sample)
+    and where its sample candidates are."""
+    graded = chunk.graded
+    assert graded is not None
     counts = Summary(suite_id=suite_id, failure_sample=0)
-    if isinstance(chunk, ItemsChunk):  # a Parquet layout the core does not read
-        dicts = chunk_rows(chunk, suite_id)
-        counts.add(dicts)
-        lines = [jsonl_line(row) for row in dicts]
-        rows, longest, spans, at = b"".join(lines), max(map(len, lines), default=0), [], 0
-        for row, line in zip(dicts, lines, strict=True):
-            if row["error"] is not None or row["verdict"] != "VERDICT_PASS":
-                spans += [at, at + len(line)]
-            at += len(line)
-    else:
-        assert chunk.graded is not None
-        counts.add_block(chunk.graded.block, chunk.graded.fixed)
-        rows, longest = chunk.graded.rows, chunk.graded.longest_row
-        spans = _sample_spans(chunk.graded)
+    counts.add_block(graded)
     return {
-        "rows": rows,
-        "longest_row": longest,
+        "rows": graded.rows,
+        "table": _ipc(graded),
+        "longest_row": graded.longest_row,
         "file": chunk.end.file,
         "offset": chunk.end.offset,
         "traces": chunk.end.traces,
         "bytes_read": chunk.bytes_read,
         "counts": json.dumps(counts.to_json()),
-        "sample": spans,
+        "sample": _sample_spans(graded),
     }
 
 
@@ -175,6 +180,7 @@ def record_schema() -> pa.Schema:
     return pa.schema(
         [
             ("rows", pa.large_binary()),
+            ("table", pa.large_binary()),
             ("longest_row", pa.int64()),
             ("file", pa.int64()),
             ("offset", pa.int64()),
@@ -187,12 +193,20 @@ def record_schema() -> pa.Schema:
 
 
 def _read_span(
-    files: Sequence[InputFile], span: Span, suite_bytes: bytes, chunk_size: int, threads: int
+    files: Sequence[InputFile],
+    span: Span,
+    suite_bytes: bytes,
+    chunk_size: int,
+    *,
+    threads: int,
+    arrow: bool,
 ) -> Iterator[pa.Table]:
-    """A read task: the span's chunks graded in this worker, one block per chunk."""
+    """A read task: the span's chunks graded in this worker, one block per chunk (with the
+    rows' Arrow table if `arrow`)."""
     import pyarrow as pa  # noqa: PLC0415
 
     graded = backend(suite_bytes, threads)
+    graded.arrow = arrow
     for chunk in graded.grade(_span_chunks(files, span, chunk_size)):
         yield pa.Table.from_pylist([_record(chunk, graded.suite_id)], schema=record_schema())
 
@@ -209,8 +223,10 @@ class TraceFileDatasource(Datasource):
         *,
         chunk_size: int,
         threads: int,
+        arrow: bool = False,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # Ray's is untyped
+        self._arrow = arrow
         self._files = list(files)
         self._spans = list(spans)
         self._suite_bytes = suite_bytes
@@ -234,7 +250,7 @@ class TraceFileDatasource(Datasource):
         for span in self._spans:
             read: Any = functools.partial(
                 _read_span, self._files, span, self._suite_bytes, self._chunk_size,
-                self._threads,
+                threads=self._threads, arrow=self._arrow,
             )  # fmt: skip
             metadata = BlockMetadata(
                 num_rows=None,

@@ -7,11 +7,14 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trajgrade.regrade.output import Row, concatenate, jsonl_line, write_part
+from trajgrade.regrade.output import concatenate, write_part
 from trajgrade.regrade.source import Position
 from trajgrade.regrade.summary import Summary
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MANIFEST = "manifest.json"
 # JSONL output: the committed rows, appended chunk by chunk and renamed onto the output at
@@ -147,26 +150,28 @@ class RunState:
 
     def commit(
         self,
-        rows: list[Row] | list[bytes],
+        rows: bytes,
         position: Position,
         summary: Summary,
         *,
-        longest_row: int | None = None,
+        longest_row: int,
+        table: pa.Table | None = None,
     ) -> None:
-        """Make one more chunk durable, then advance the manifest past it (`longest_row`: see
-        write_part)."""
+        """Make one more chunk's rows (the core's JSONL rows, the longest `longest_row` bytes,
+        and for Parquet output its Arrow table of them when it has one) durable, then advance
+        the manifest past it."""
         index = self.chunks
         if self.fmt == "jsonl":
             with self.rows_path.open("r+b") as handle:
                 handle.seek(self.rows_bytes)
-                handle.write(b"".join(r if isinstance(r, bytes) else jsonl_line(r) for r in rows))
+                handle.write(rows)
                 handle.flush()
                 os.fsync(handle.fileno())
                 self.rows_bytes = handle.tell()
         else:
             final = self.part(index)
             tmp = final.with_name(final.name + ".tmp")
-            write_part(tmp, rows, longest_row=longest_row)
+            write_part(tmp, rows, longest_row, table)
             os.replace(tmp, final)
         self.chunks = index + 1
         self.position = position

@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from trajgrade.client import Client, Outcome
 from trajgrade.errors import InternalError, ServiceError, TrajgradeError, with_details
 from trajgrade.regrade.source import Chunk, ItemsChunk
+from trajgrade.regrade.summary import DEFAULT_FAILURE_SAMPLE
 from trajgrade.v1 import result_pb2
 
 
 def _outcome_bytes(outcome: Outcome) -> bytes:
-    """The client's outcome as the TraceOutcome bytes the row writer reads (output.outcome_row)."""
+    """The client's outcome as the TraceOutcome bytes the core's row writer reads
+    (_core.outcome_block)."""
     if isinstance(outcome, result_pb2.GradeResult):
         return result_pb2.TraceOutcome(result=outcome).SerializeToString()
     return result_pb2.TraceOutcome(error=outcome).SerializeToString()
@@ -39,6 +41,9 @@ class ServerBackend:
     """
 
     def __init__(self, server: str | Client, suite_bytes: bytes) -> None:
+        # As LocalBackend.max_failing: failing rows marked for the summary's sample.
+        self.max_failing = DEFAULT_FAILURE_SAMPLE
+        self.arrow = False
         self._owned = isinstance(server, str)
         self._client = Client(server) if isinstance(server, str) else server
         try:
@@ -48,7 +53,8 @@ class ServerBackend:
             raise ServiceError(f"RegisterSuite on {self._client.target}: {_why(exc)}") from None
 
     def grade(self, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-        """Each chunk with its outcomes filled in, as the stream returns them."""
+        """Each chunk with its outcomes and the core's block of them filled in, as the stream
+        returns them."""
         pending: collections.deque[tuple[ItemsChunk, int]] = collections.deque()
 
         def traces() -> Iterator[bytes]:
@@ -62,7 +68,9 @@ class ServerBackend:
 
         def ready() -> Iterator[ItemsChunk]:
             while pending and len(pending[0][0].outcomes) == pending[0][1]:
-                yield pending.popleft()[0]
+                chunk = pending.popleft()[0]
+                chunk.graded = chunk.block(self.suite_id, self.max_failing, self.arrow)
+                yield chunk
 
         # The client sends its stream_chunk traces (256 by default) per message, each graded by
         # the server as one batch.

@@ -21,7 +21,7 @@ from trajgrade.regrade.tracejson import (
 )
 
 if TYPE_CHECKING:
-    from trajgrade._core import BlockMark, JsonlBlock
+    from trajgrade._core import JsonlBlock
 
 FORMATS = ("auto", "jsonl", "parquet", "otlp", "openai", "anthropic")
 # Bytes of native JSONL read at a time for the core's block grading (a line longer than this
@@ -61,39 +61,40 @@ class Position:
 @dataclass(kw_only=True)
 class ItemsChunk:
     """Consecutive input records as serialized Traces (read failures in place), for
-    CompiledSuite.grade_batch; the grading stage fills `outcomes`, one TraceOutcome a trace."""
+    CompiledSuite.grade_batch or a server; the grading stage fills `outcomes`, one TraceOutcome
+    a trace, then `graded` (the core's rows and counts of them: _core.outcome_block)."""
 
     items: list[bytes | ReadFailure]
     end: Position  # the position just after the last record
     bytes_read: int = 0
     outcomes: list[bytes] = field(default_factory=list)
+    graded: JsonlBlock | None = None
 
     @property
     def traces(self) -> int:
         """Traces (and read failures) in this chunk."""
         return len(self.items)
 
-
-@dataclass(frozen=True)
-class Graded:
-    """What the core made of a raw chunk: its block (counts and marks, JsonlBlock), every row
-    as JSONL bytes with the error rows rewritten, and those rewritten rows by item."""
-
-    block: JsonlBlock
-    rows: bytes
-    fixed: dict[int, bytes]
-
-    @property
-    def longest_row(self) -> int:
-        """The longest row's length in bytes."""
-        return max([self.block.longest_row, *map(len, self.fixed.values())])
+    def block(self, suite_id: str, max_failing: int, arrow: bool = False) -> JsonlBlock:
+        """The rows and counts of the graded chunk, written by the core (and as Arrow columns
+        if `arrow`): each trace's outcome, each read failure as its INVALID_TRACE row, in input
+        order."""
+        outcomes = iter(self.outcomes)
+        items: list[bytes | tuple[str, str, str]] = [
+            (item.trace_id, item.field, item.message)
+            if isinstance(item, ReadFailure)
+            else next(outcomes)
+            for item in self.items
+        ]
+        return _core.outcome_block(suite_id, items, max_failing, arrow)
 
 
 @dataclass(kw_only=True)
 class RawChunk:
     """Consecutive input records that the core reads itself, `count` traces of `source`;
     first_line is the line (unit "line") or row (unit "row") number of the first one, 0 when
-    unknown (after a JSONL resume). The grading stage fills `graded`."""
+    unknown (after a JSONL resume). The grading stage fills `graded` (the core's rows and
+    counts)."""
 
     end: Position  # the position just after the last record
     bytes_read: int = 0
@@ -101,19 +102,19 @@ class RawChunk:
     unit: str = "line"
     first_line: int
     count: int
-    graded: Graded | None = None
+    graded: JsonlBlock | None = None
 
     @property
     def traces(self) -> int:
         """Traces (and undecodable records) in this chunk."""
         return self.count
 
-    def where(self, i: int, line: int | None = None) -> str:
-        """The error `field` of item i (at line index `line` of a block, which counts blank
-        lines): `file:line N` / `file:row N`, or `file:trace N` after a JSONL resume."""
+    def origin(self) -> tuple[str, int, str]:
+        """(source, first, unit) for the core's error rows, whose field it writes as
+        `file:line N` / `file:row N`, or `file:trace N` after a JSONL resume mid-file."""
         if self.first_line > 0:
-            return f"{self.source}:{self.unit} {self.first_line + (i if line is None else line)}"
-        return f"{self.source}:trace {self.end.traces - self.traces + i + 1}"
+            return self.source, self.first_line, self.unit
+        return self.source, self.end.traces - self.traces + 1, "trace"
 
 
 @dataclass(kw_only=True)
@@ -125,10 +126,6 @@ class LinesChunk(RawChunk):
     start: int = 0
     stop: int
 
-    def field_of(self, mark: BlockMark) -> str:
-        """The error `field` of a marked line (its line counts the blank lines before it)."""
-        return self.where(mark.item, mark.line)
-
 
 @dataclass(kw_only=True)
 class ArrowChunk(RawChunk):
@@ -138,10 +135,6 @@ class ArrowChunk(RawChunk):
     unit: str = "row"
     batch: Any
     columns: dict[str, arrowcols.Buffers]
-
-    def field_of(self, mark: BlockMark) -> str:
-        """The error `field` of a marked row."""
-        return self.where(mark.item)
 
 
 Chunk: TypeAlias = ItemsChunk | LinesChunk | ArrowChunk

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,14 +11,12 @@ from rich.table import Table
 from trajgrade.regrade.output import Row, row_from_json
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from trajgrade._core import JsonlBlock
 
 # Failing traces kept for the report; bounded so memory stays flat however long the run.
 DEFAULT_FAILURE_SAMPLE = 200
 # Scores are rounded to 4 places (SPEC §13): summed as integers of this unit, sums are exact and
-# the same whichever engine (rows, core blocks, Arrow, Ray chunks) counted them.
+# the same whichever block or Ray chunk the core counted them in.
 SCORE_UNITS = 10_000
 
 
@@ -83,48 +80,18 @@ class Summary:
         graded = self.passed + self.failed
         return self.mean_score_units / SCORE_UNITS / graded if graded else 0.0
 
-    def add(self, rows: Iterable[Row]) -> None:
-        """Count rows (in input order)."""
-        for row in rows:
-            if row["error"] is not None:
-                self._add_error(row)
-                continue
-            self.traces += 1
-            if row["verdict"] == "VERDICT_PASS":
-                self.passed += 1
-            else:
-                self.failed += 1
-            self.soft_failures += row["soft_failures"]
-            self.mean_score_units += score_units(row["mean_score"])
-            failing = []
-            for result in row["results"]:
-                stats = self.assertions.get(result["name"])
-                if stats is None:
-                    stats = self.assertions[result["name"]] = AssertionStats(result["severity"])
-                stats.score_units += score_units(result["score"])
-                if result["status"] == "ASSERTION_STATUS_PASS":
-                    stats.passed += 1
-                else:
-                    stats.failed += 1
-                    failing.append(result)
-            if row["verdict"] != "VERDICT_PASS":
-                self._sample(row, failing)
-
-    def add_block(self, block: JsonlBlock, fixed: dict[int, bytes]) -> None:
-        """Count a graded JSONL block (Grader.grade_jsonl_block) exactly as add() would count
-        its rows: the core's counts for the graded rows; the marked rows parsed one by one, in
-        order (error rows as rewritten in `fixed`, by item; failing rows while the sample of
-        failures is not full)."""
-        errors = 0
+    def add_block(self, block: JsonlBlock) -> None:
+        """Count a graded block (Grader.grade_jsonl_block and the other block entry points):
+        the core's counts merged; the marked rows (error and failing rows, in order) parsed
+        only while the sample of failures has room."""
         for mark in block.marks:
-            if mark.error:
-                errors += 1
-                self.add([row_from_json(json.loads(fixed[mark.item]))])
-            elif len(self.failures) < self.failure_sample:
-                self.sample(row_from_json(json.loads(block.rows[mark.row_start : mark.row_end])))
-        self.traces += block.items - errors
+            if self.sample_full:
+                break
+            self.sample(row_from_json(json.loads(block.rows[mark.row_start : mark.row_end])))
+        self.traces += block.items
         self.passed += block.passed
         self.failed += block.failed
+        self.errors += block.errors
         self.soft_failures += block.soft_failures
         self.mean_score_units += block.mean_score_units
         for name, severity, passed, failed, units in block.assertions:
@@ -134,57 +101,13 @@ class Summary:
             stats.passed += passed
             stats.failed += failed
             stats.score_units += units
-
-    def add_table(self, table: pa.Table) -> None:
-        """Count result rows given as an Arrow table (output.arrow_schema) exactly as add()
-        would, with Arrow compute kernels: Python touches only error rows and the rows taken
-        into the sample of failures."""
-        import pyarrow.compute as pc  # noqa: PLC0415
-
-        if table.num_rows == 0:
-            return
-        is_error = pc.is_valid(table.column("error"))
-        graded = table.filter(pc.invert(is_error))
-        passed = pc.sum(pc.equal(graded.column("verdict"), "VERDICT_PASS")).as_py() or 0
-        self.traces += graded.num_rows
-        self.passed += passed
-        self.failed += graded.num_rows - passed
-        self.soft_failures += pc.sum(graded.column("soft_failures")).as_py() or 0
-        self.mean_score_units += _units_sum(graded.column("mean_score"))
-        results = pc.list_flatten(graded.column("results"))
-        names = pc.struct_field(results, "name")
-        passes = pc.equal(pc.struct_field(results, "status"), "ASSERTION_STATUS_PASS")
-        scores = pc.struct_field(results, "score")
-        severities = pc.struct_field(results, "severity")
-        for name in pc.unique(names).to_pylist():  # in order of first appearance, as add()
-            named = pc.equal(names, name)
-            stats = self.assertions.get(name)
-            if stats is None:
-                first = pc.index(names, name).as_py()
-                stats = self.assertions[name] = AssertionStats(severities[first].as_py())
-            total = pc.sum(named).as_py() or 0
-            ok = pc.sum(pc.and_(named, passes)).as_py() or 0
-            stats.passed += ok
-            stats.failed += total - ok
-            stats.score_units += _units_sum(pc.filter(scores, named))
-        # Error rows (counted and sampled) and, until the sample is full, failing rows, in
-        # row order.
-        import pyarrow as pa  # noqa: PLC0415
-
-        failing = pc.or_kleene(is_error, pc.not_equal(table.column("verdict"), "VERDICT_PASS"))
-        need = max(self.failure_sample - len(self.failures), 0)
-        taken = pa.concat_arrays([pc.indices_nonzero(failing)[:need], pc.indices_nonzero(is_error)])
-        unique = pc.unique(taken)
-        for row in table.take(unique.take(pc.sort_indices(unique))).to_pylist():
-            if row["error"] is not None:
-                self._add_error(row)
-            else:
-                self.sample(row)
+        for code, count in block.error_codes:
+            self.error_codes[code] = self.error_codes.get(code, 0) + count
 
     def merge(self, counts: Summary) -> None:
         """Add the counts of the rows that follow (a chunk's Summary with failure_sample=0,
         counted elsewhere, e.g. in a Ray worker): the same counts, in the same order of first
-        appearance, as counting those rows here. Their failing rows go to sample()."""
+        appearance, as adding their blocks here. Their failing rows go to sample()."""
         self.traces += counts.traces
         self.passed += counts.passed
         self.failed += counts.failed
@@ -212,13 +135,6 @@ class Summary:
             self._sample_error(row)
         else:
             self._sample(row, [r for r in row["results"] if r["status"] != "ASSERTION_STATUS_PASS"])
-
-    def _add_error(self, row: Row) -> None:
-        self.traces += 1
-        self.errors += 1
-        code = row["error"]["reason_code"]
-        self.error_codes[code] = self.error_codes.get(code, 0) + 1
-        self._sample_error(row)
 
     def _sample_error(self, row: Row) -> None:
         error = row["error"]
@@ -324,11 +240,3 @@ class Summary:
 
 def _rate_style(rate: float) -> str:
     return "green" if rate == 1.0 else ("yellow" if rate >= 0.9 else "red")
-
-
-def _units_sum(scores: pa.Array | pa.ChunkedArray) -> int:
-    """Sum of score_units over an Arrow float column (nulls count 0)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    units = pc.round(pc.multiply(pc.fill_null(scores, 0.0), float(SCORE_UNITS)))
-    return int(pc.sum(units).as_py() or 0)

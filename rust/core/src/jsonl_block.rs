@@ -8,7 +8,12 @@
 //! what `Grader::grade_json_traces_to_json` writes for the line.
 use std::ops::Range;
 
-use crate::proto::v1::{AssertionStatus, GradeResult, ItemError, Severity, Verdict};
+use prost::Message;
+
+use crate::arrow_rows::ArrowRows;
+use crate::proto::v1::{
+    trace_outcome, AssertionStatus, GradeResult, ItemError, Severity, TraceOutcome, Verdict,
+};
 
 /// One non-blank line of a block.
 #[derive(Clone, Copy, Debug)]
@@ -102,23 +107,61 @@ pub fn score_units(score: f64) -> u64 {
     }
 }
 
+/// How a block's items are numbered in its input, for the `field` of their error rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// JSONL lines, blank ones counted (the line of item `i` is its [`Line::index`]).
+    Line,
+    /// Parquet rows, one per item.
+    Row,
+    /// Traces, one per item (a JSONL file resumed mid-file, where line numbers are unknown).
+    Trace,
+}
+
+impl Unit {
+    /// The word in the field: `line`, `row` or `trace`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Line => "line",
+            Unit::Row => "row",
+            Unit::Trace => "trace",
+        }
+    }
+}
+
+/// Where a block comes from: its error rows' `field` is `source:unit N` (docs/regrade.md), then
+/// the path inside the trace for a limit error (`source:line 3.calls[2].arguments_json`).
+#[derive(Clone, Copy, Debug)]
+pub struct Origin<'a> {
+    /// The input's name (a file name).
+    pub source: &'a str,
+    pub unit: Unit,
+    /// The number (from 1) of the block's first line (its line index 0), row or trace.
+    pub first: u64,
+}
+
+impl Origin<'_> {
+    /// The field of item `item`, on line index `line` of the block (JSONL; ignored otherwise).
+    #[must_use]
+    pub fn field(&self, item: usize, line: usize) -> String {
+        let at = if self.unit == Unit::Line { line } else { item };
+        format!("{}:{} {}", self.source, self.unit.name(), self.first + at as u64)
+    }
+}
+
 /// A row the caller looks at: an error row (always), or a failing row (the first ones only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mark {
     /// Index among the block's items (rows).
     pub item: usize,
-    /// Index of its line among all the block's lines (see [`Line::index`]); for Arrow rows,
-    /// the row.
-    pub line: usize,
     /// The row in [`BlockRows::rows`].
     pub row: Range<usize>,
-    /// The line in the block (empty for Arrow rows).
-    pub text: Range<usize>,
     pub error: bool,
 }
 
-/// A block's rows, in line order, and what the run summary needs from them. Error rows are
-/// counted only as marks: the caller may re-decode such a line to word the error its way.
+/// A block's rows, in line order, and what the run summary needs from them: the counts of the
+/// graded rows and of the error rows (by reason code), and marks for the summary's sample.
 #[derive(Debug, Default)]
 pub struct BlockRows {
     /// Every row, each ending in `\n`.
@@ -132,19 +175,27 @@ pub struct BlockRows {
     pub mean_score_units: u64,
     /// By result name, in order of first appearance.
     pub assertions: Vec<AssertionCount>,
+    /// Error rows, and their count by reason code in order of first appearance.
+    pub errors: u64,
+    pub error_codes: Vec<(String, u64)>,
     pub marks: Vec<Mark>,
     pub longest_row: usize,
+    /// The same rows as Arrow columns, when asked for ([`BlockRows::new`]): Parquet output.
+    pub columns: Option<ArrowRows>,
     failing_marks: usize,
 }
 
 impl BlockRows {
-    /// Writes and counts item `item`'s outcome (from line `line`, bytes `text` of the block);
-    /// failing rows are marked until `max_failing`.
+    /// An empty block; `arrow`: its rows are also written as Arrow columns.
+    #[must_use]
+    pub fn new(arrow: bool) -> Self {
+        BlockRows { columns: arrow.then(ArrowRows::default), ..BlockRows::default() }
+    }
+
+    /// Writes and counts item `item`'s outcome; failing rows are marked until `max_failing`.
     pub fn add(
         &mut self,
         item: usize,
-        line: usize,
-        text: Range<usize>,
         graded: &Result<GradeResult, ItemError>,
         suite_id: &str,
         max_failing: usize,
@@ -153,6 +204,9 @@ impl BlockRows {
         let mark = match graded {
             Ok(r) => {
                 crate::rows::push_result_row(&mut self.rows, r);
+                if let Some(columns) = &mut self.columns {
+                    columns.push_result(r);
+                }
                 self.count(r);
                 let failing = r.verdict != Verdict::Pass as i32 && self.failing_marks < max_failing;
                 self.failing_marks += usize::from(failing);
@@ -160,13 +214,25 @@ impl BlockRows {
             }
             Err(e) => {
                 crate::rows::push_error_row(&mut self.rows, suite_id, e);
+                if let Some(columns) = &mut self.columns {
+                    columns.push_item_error(suite_id, e);
+                }
+                self.count_error(&e.reason_code, 1);
                 Some(true)
             }
         };
         self.items += 1;
         self.longest_row = self.longest_row.max(self.rows.len() - start);
         if let Some(error) = mark {
-            self.marks.push(Mark { item, line, row: start..self.rows.len(), text, error });
+            self.marks.push(Mark { item, row: start..self.rows.len(), error });
+        }
+    }
+
+    fn count_error(&mut self, reason_code: &str, n: u64) {
+        self.errors += n;
+        match self.error_codes.iter_mut().find(|(code, _)| code == reason_code) {
+            Some((_, count)) => *count += n,
+            None => self.error_codes.push((reason_code.to_owned(), n)),
         }
     }
 
@@ -215,6 +281,12 @@ impl BlockRows {
         self.soft_failures += next.soft_failures;
         self.mean_score_units += next.mean_score_units;
         self.longest_row = self.longest_row.max(next.longest_row);
+        if let (Some(mine), Some(theirs)) = (&mut self.columns, &next.columns) {
+            mine.append(theirs);
+        }
+        for (code, n) in next.error_codes {
+            self.count_error(&code, n);
+        }
         for c in next.assertions {
             match self.assertions.iter_mut().find(|mine| mine.name == c.name) {
                 Some(mine) => {
@@ -237,6 +309,50 @@ impl BlockRows {
             self.marks.push(m);
         }
     }
+}
+
+/// One record for [`outcome_rows`]: a serialized `TraceOutcome` (graded elsewhere: by
+/// `CompiledSuite::grade_batch`, or by a server), or an input record the caller could not read
+/// as a trace, written as its `INVALID_TRACE` error row.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome<'a> {
+    Encoded(&'a [u8]),
+    Unreadable { trace_id: &'a str, field: &'a str, message: &'a str },
+}
+
+/// The rows and counts of records graded outside a block entry point (importer formats,
+/// Parquet layouts the core does not read, a server's outcomes), as a [`BlockRows`]: the same
+/// rows, counts and marks as the block entry points give for the same outcomes.
+#[must_use]
+pub fn outcome_rows(
+    suite_id: &str,
+    items: &[Outcome<'_>],
+    max_failing: usize,
+    arrow: bool,
+) -> BlockRows {
+    let mut block = BlockRows::new(arrow);
+    for (i, item) in items.iter().enumerate() {
+        let graded = match *item {
+            Outcome::Encoded(bytes) => match TraceOutcome::decode(bytes) {
+                Ok(TraceOutcome { outcome: Some(trace_outcome::Outcome::Result(r)) }) => Ok(r),
+                Ok(TraceOutcome { outcome: Some(trace_outcome::Outcome::Error(e)) }) => Err(e),
+                _ => Err(ItemError {
+                    trace_id: String::new(),
+                    reason_code: "INTERNAL".to_owned(),
+                    field: format!("outcomes[{i}]"),
+                    message: "not a serialized TraceOutcome".to_owned(),
+                }),
+            },
+            Outcome::Unreadable { trace_id, field, message } => Err(ItemError {
+                trace_id: trace_id.to_owned(),
+                reason_code: "INVALID_TRACE".to_owned(),
+                field: field.to_owned(),
+                message: message.to_owned(),
+            }),
+        };
+        block.add(i, &graded, suite_id, max_failing);
+    }
+    block
 }
 
 #[cfg(test)]
@@ -265,5 +381,74 @@ mod tests {
         assert_eq!(lines(b"x\n").len(), 1);
         // Only bytes.isspace() bytes are blank: a NUL or a non-ASCII space is a (bad) trace.
         assert_eq!(lines(b"\0\n\xc2\xa0\n").len(), 2);
+    }
+
+    #[test]
+    fn outcome_rows_write_and_count_as_a_block() {
+        use crate::proto::v1::AssertionResult;
+        let result = |id: &str, pass: bool| GradeResult {
+            trace_id: id.to_owned(),
+            suite_id: "s".to_owned(),
+            verdict: if pass { Verdict::Pass } else { Verdict::Fail } as i32,
+            score: 0.5,
+            mean_score: 0.25,
+            results: vec![AssertionResult {
+                name: "a".to_owned(),
+                status: if pass { AssertionStatus::Pass } else { AssertionStatus::Fail } as i32,
+                severity: Severity::Soft as i32,
+                score: 0.25,
+                ..AssertionResult::default()
+            }],
+            ..GradeResult::default()
+        };
+        let encoded = |o: trace_outcome::Outcome| TraceOutcome { outcome: Some(o) }.encode_to_vec();
+        let error = ItemError {
+            trace_id: "e".to_owned(),
+            reason_code: "TOO_MANY_CALLS".to_owned(),
+            field: "traces[2]".to_owned(),
+            message: "too many".to_owned(),
+        };
+        let items = [
+            encoded(trace_outcome::Outcome::Result(result("p", true))),
+            encoded(trace_outcome::Outcome::Result(result("f", false))),
+            encoded(trace_outcome::Outcome::Error(error.clone())),
+        ];
+        let block = outcome_rows(
+            "s",
+            &[
+                Outcome::Encoded(&items[0]),
+                Outcome::Unreadable { trace_id: "u", field: "f.jsonl:line 2", message: "bad" },
+                Outcome::Encoded(&items[1]),
+                Outcome::Encoded(&items[2]),
+                Outcome::Encoded(b"\xff"),
+            ],
+            1,
+            false,
+        );
+        let unreadable = ItemError {
+            trace_id: "u".to_owned(),
+            reason_code: "INVALID_TRACE".to_owned(),
+            field: "f.jsonl:line 2".to_owned(),
+            message: "bad".to_owned(),
+        };
+        let rows = [
+            crate::rows::result_row(&result("p", true)),
+            crate::rows::error_row("s", &unreadable),
+            crate::rows::result_row(&result("f", false)),
+            crate::rows::error_row("s", &error),
+        ]
+        .concat();
+        assert!(block.rows.as_bytes().starts_with(&rows), "{}", block.rows);
+        assert!(block.rows.ends_with("\"reason_code\":\"INTERNAL\",\"field\":\"outcomes[4]\",\"message\":\"not a serialized TraceOutcome\"}}\n"));
+        assert_eq!((block.items, block.passed, block.failed, block.errors), (5, 1, 1, 3));
+        assert_eq!((block.soft_failures, block.mean_score_units), (0, 5000));
+        let codes: Vec<(&str, u64)> =
+            block.error_codes.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        assert_eq!(codes, [("INVALID_TRACE", 1), ("TOO_MANY_CALLS", 1), ("INTERNAL", 1)]);
+        let a = &block.assertions[0];
+        assert_eq!((a.passed, a.failed, a.score_units, a.severity), (1, 1, 5000, Severity::Soft));
+        // Every error row marked, failing rows up to max_failing (1).
+        let marks: Vec<(usize, bool)> = block.marks.iter().map(|m| (m.item, m.error)).collect();
+        assert_eq!(marks, [(1, true), (2, false), (3, true), (4, true)]);
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod regex_js;
 
 pub(crate) mod args;
 pub mod arrow_cols;
+pub mod arrow_rows;
 pub(crate) mod assertions;
 pub(crate) mod batch;
 pub mod call_meta;

@@ -9,13 +9,14 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use trajgrade_core::arrow_cols::{ArrowTraces, RawArray, RawTraces};
+use trajgrade_core::jsonl_block::{Origin, Unit};
 use trajgrade_core::work::CancelFlag;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
 use crate::detach::run_detached;
 use crate::dict_trace::Chunk;
 use crate::errors::{internal_error, to_exception, PyCoreError};
-use crate::jsonl::{check_range, PyJsonlBlock};
+use crate::jsonl::{check_range, origin, PyJsonlBlock};
 use crate::lazy_result::LazyGradeResult;
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
@@ -635,7 +636,13 @@ impl PyGrader {
     /// `data[start:end]`, whole lines of native JSONL (blank lines skipped) → a `JsonlBlock`:
     /// every row as `bench.grade_json_traces_to_json` writes it, in one buffer, with the counts a
     /// regrade summary needs; error rows are always marked, failing rows up to `max_failing`.
-    /// Mark offsets are relative to `start`.
+    /// An error row's field is `source:unit N` (`unit` `line`: `first` + the line's index in
+    /// the block, blank lines counted; `row` or `trace`: `first` + the item's index), then the
+    /// path inside the trace for a limit error. Mark offsets are in `rows`.
+    #[pyo3(signature = (
+        suite, data, start, end, max_failing, source, first = 1, unit = "line", arrow = false
+    ))]
+    #[allow(clippy::too_many_arguments)] // the block, its range and its origin, as Python names them
     fn grade_jsonl_block(
         &self,
         py: Python<'_>,
@@ -644,11 +651,17 @@ impl PyGrader {
         start: usize,
         end: usize,
         max_failing: usize,
+        source: String,
+        first: u64,
+        unit: &str,
+        arrow: bool,
     ) -> PyResult<PyJsonlBlock> {
         check_range(data.len(), start, end)?;
+        let unit = origin(&source, unit, first)?.unit;
         let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
         let block = run_detached(py, move || {
-            grader.grade_jsonl_block(&suite, &data[start..end], max_failing)
+            let origin = Origin { source: &source, unit, first };
+            grader.grade_jsonl_block(&suite, &data[start..end], &origin, max_failing, arrow)
         })?;
         PyJsonlBlock::new(py, block)
     }
@@ -658,7 +671,10 @@ impl PyGrader {
     /// the summary, error rows marked, failing rows up to `max_failing` (a mark's `line` is its
     /// row in the batch). `columns` maps a column name (`id`, `final_answer`, `calls`,
     /// `calls.name`, ..., `metadata`, `metadata.key`, `metadata.value`) to `(length, offset,
-    /// validity, offsets, values, large_offsets)`; bad buffers raise `ValueError`.
+    /// validity, offsets, values, large_offsets)`; bad buffers raise `ValueError`. An error
+    /// row's field is `source:row N`, N = `first` + the row's index in the batch.
+    #[pyo3(signature = (suite, rows, columns, max_failing, source, first = 1, arrow = false))]
+    #[allow(clippy::too_many_arguments)] // the batch and its origin, as Python names them
     fn grade_arrow_block(
         &self,
         py: Python<'_>,
@@ -666,12 +682,17 @@ impl PyGrader {
         rows: usize,
         columns: HashMap<String, ColumnBuffers>,
         max_failing: usize,
+        source: String,
+        first: u64,
+        arrow: bool,
     ) -> PyResult<PyJsonlBlock> {
         check_columns(&columns)?;
+        origin(&source, "row", first)?;
         let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
         let block = run_detached(py, move || {
+            let origin = Origin { source: &source, unit: Unit::Row, first };
             ArrowTraces::new(&raw_traces(rows, &columns))
-                .map(|t| grader.grade_arrow_block(&suite, &t, max_failing))
+                .map(|t| grader.grade_arrow_block(&suite, &t, &origin, max_failing, arrow))
         })?
         .map_err(PyValueError::new_err)?;
         PyJsonlBlock::new(py, block)

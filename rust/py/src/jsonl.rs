@@ -3,8 +3,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
-use trajgrade_core::jsonl_block::{self, BlockRows, Mark};
+use pyo3::types::{PyBytes, PyDict};
+use trajgrade_core::arrow_rows::{ArrowRows, Bitmap, Offsets, Utf8};
+use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
 use crate::detach::run_detached;
 
@@ -13,12 +14,8 @@ use crate::detach::run_detached;
 pub struct PyBlockMark {
     /// Index among the block's traces (rows).
     item: usize,
-    /// Index of its line among all the block's lines, blank ones included.
-    line: usize,
     row_start: usize,
     row_end: usize,
-    text_start: usize,
-    text_end: usize,
     error: bool,
 }
 
@@ -26,13 +23,10 @@ pub struct PyBlockMark {
 impl PyBlockMark {
     fn __repr__(&self) -> String {
         format!(
-            "BlockMark(item={}, line={}, row={}..{}, text={}..{}, error={})",
+            "BlockMark(item={}, row={}..{}, error={})",
             self.item,
-            self.line,
             self.row_start,
             self.row_end,
-            self.text_start,
-            self.text_end,
             if self.error { "True" } else { "False" }
         )
     }
@@ -40,22 +34,15 @@ impl PyBlockMark {
 
 impl From<Mark> for PyBlockMark {
     fn from(m: Mark) -> Self {
-        PyBlockMark {
-            item: m.item,
-            line: m.line,
-            row_start: m.row.start,
-            row_end: m.row.end,
-            text_start: m.text.start,
-            text_end: m.text.end,
-            error: m.error,
-        }
+        PyBlockMark { item: m.item, row_start: m.row.start, row_end: m.row.end, error: m.error }
     }
 }
 
 /// A graded block: every row (each ending in a newline), the counts of its graded rows (and the
 /// sum of their `mean_score` in units of 0.0001), the results' counts by name `(name, severity,
-/// passed, failed, score_units)` in order of first appearance, and the marked rows (error rows
-/// are counted only there).
+/// passed, failed, score_units)` in order of first appearance, the error rows' count and their
+/// counts by reason code `(reason_code, count)` in order of first appearance, and the marked
+/// rows (for the summary's sample).
 #[pyclass(frozen, get_all, name = "JsonlBlock", module = "trajgrade._core")]
 pub struct PyJsonlBlock {
     rows: Py<PyBytes>,
@@ -65,8 +52,73 @@ pub struct PyJsonlBlock {
     soft_failures: u64,
     mean_score_units: u64,
     assertions: Vec<(String, String, u64, u64, u64)>,
+    errors: u64,
+    error_codes: Vec<(String, u64)>,
     marks: Vec<Py<PyBlockMark>>,
     longest_row: usize,
+    /// The rows as Arrow buffers (asked for with `arrow=True`), by name: `NAME.validity`
+    /// (`None` without nulls), `NAME.offsets` (`i32`), `NAME.data` / `NAME.values`, for the
+    /// Parquet output's columns and their children (`results.name`, `error.field`, ...);
+    /// `output.arrow_table_from_columns` builds the table.
+    columns: Option<Py<PyDict>>,
+}
+
+/// The Arrow buffers of `rows` (see `PyJsonlBlock::columns`).
+fn columns_dict<'py>(py: Python<'py>, rows: &ArrowRows) -> PyResult<Bound<'py, PyDict>> {
+    if rows.overflow {
+        return Err(PyValueError::new_err(
+            "a block's rows exceed 2 GiB in one Arrow string column; use a smaller chunk size",
+        ));
+    }
+    let out = PyDict::new(py);
+    let bytes = |b: &[u8]| PyBytes::new(py, b);
+    let validity = |name: &str, v: &Bitmap| -> PyResult<()> {
+        let key = format!("{name}.validity");
+        if v.nulls == 0 {
+            out.set_item(key, py.None())
+        } else {
+            out.set_item(key, bytes(&v.bytes))
+        }
+    };
+    let offsets = |name: &str, o: &Offsets| {
+        let raw: Vec<u8> = o.0.iter().flat_map(|x| x.to_le_bytes()).collect();
+        out.set_item(format!("{name}.offsets"), bytes(&raw))
+    };
+    let utf8 = |name: &str, s: &Utf8| -> PyResult<()> {
+        validity(name, &s.validity)?;
+        offsets(name, &s.offsets)?;
+        out.set_item(format!("{name}.data"), bytes(&s.data))
+    };
+    let f64s = |name: &str, v: &[f64]| {
+        let raw: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        out.set_item(format!("{name}.values"), bytes(&raw))
+    };
+    utf8("trace_id", &rows.trace_id)?;
+    utf8("suite_id", &rows.suite_id)?;
+    utf8("verdict", &rows.verdict)?;
+    validity("score", &rows.score.validity)?;
+    f64s("score", &rows.score.values)?;
+    validity("soft_failures", &rows.soft_failures.validity)?;
+    let raw: Vec<u8> = rows.soft_failures.values.iter().flat_map(|x| x.to_le_bytes()).collect();
+    out.set_item("soft_failures.values", bytes(&raw))?;
+    validity("results", &rows.results)?;
+    offsets("results", &rows.results_offsets)?;
+    utf8("results.name", &rows.result_name)?;
+    utf8("results.status", &rows.result_status)?;
+    utf8("results.severity", &rows.result_severity)?;
+    utf8("results.reason_code", &rows.result_reason_code)?;
+    utf8("results.reason", &rows.result_reason)?;
+    offsets("results.positions", &rows.result_positions_offsets)?;
+    let raw: Vec<u8> = rows.result_positions.iter().flat_map(|x| x.to_le_bytes()).collect();
+    out.set_item("results.positions.values", bytes(&raw))?;
+    f64s("results.score", &rows.result_score)?;
+    validity("mean_score", &rows.mean_score.validity)?;
+    f64s("mean_score", &rows.mean_score.values)?;
+    validity("error", &rows.error)?;
+    utf8("error.reason_code", &rows.error_reason_code)?;
+    utf8("error.field", &rows.error_field)?;
+    utf8("error.message", &rows.error_message)?;
+    Ok(out)
 }
 
 impl PyJsonlBlock {
@@ -86,12 +138,19 @@ impl PyJsonlBlock {
                     (c.name, severity, c.passed, c.failed, c.score_units)
                 })
                 .collect(),
+            errors: block.errors,
+            error_codes: block.error_codes,
             marks: block
                 .marks
                 .into_iter()
                 .map(|m| Py::new(py, PyBlockMark::from(m)))
                 .collect::<PyResult<_>>()?,
             longest_row: block.longest_row,
+            columns: block
+                .columns
+                .as_ref()
+                .map(|c| columns_dict(py, c).map(Bound::unbind))
+                .transpose()?,
         })
     }
 }
@@ -100,10 +159,11 @@ impl PyJsonlBlock {
 impl PyJsonlBlock {
     fn __repr__(&self) -> String {
         format!(
-            "JsonlBlock(items={}, passed={}, failed={}, marks={})",
+            "JsonlBlock(items={}, passed={}, failed={}, errors={}, marks={})",
             self.items,
             self.passed,
             self.failed,
+            self.errors,
             self.marks.len()
         )
     }
@@ -123,6 +183,60 @@ pub fn split_jsonl(
     check_range(data.len(), start, data.len())?;
     let s = run_detached(py, move || jsonl_block::split(&data[start..], max_items, at_eof))?;
     Ok((s.consumed, s.items, s.lines))
+}
+
+/// A record for `outcome_block`: `TraceOutcome` bytes, or `(trace_id, field, message)` of an
+/// input record the caller could not read as a trace.
+#[derive(FromPyObject)]
+pub enum OutcomeItem {
+    Encoded(PyBackedBytes),
+    Unreadable(String, String, String),
+}
+
+/// `TraceOutcome` bytes (graded by `CompiledSuite.grade_batch` or a server) and unreadable
+/// records, in input order → a `JsonlBlock`: their regrade rows, counts and marks, as the block
+/// entry points give them (an unreadable record is its `INVALID_TRACE` row).
+#[pyfunction]
+#[pyo3(signature = (suite_id, items, max_failing, arrow = false))]
+pub fn outcome_block(
+    py: Python<'_>,
+    suite_id: String,
+    items: Vec<OutcomeItem>,
+    max_failing: usize,
+    arrow: bool,
+) -> PyResult<PyJsonlBlock> {
+    let block = run_detached(py, move || {
+        let outcomes: Vec<Outcome<'_>> = items
+            .iter()
+            .map(|item| match item {
+                OutcomeItem::Encoded(bytes) => Outcome::Encoded(bytes),
+                OutcomeItem::Unreadable(trace_id, field, message) => {
+                    Outcome::Unreadable { trace_id, field, message }
+                }
+            })
+            .collect();
+        jsonl_block::outcome_rows(&suite_id, &outcomes, max_failing, arrow)
+    })?;
+    PyJsonlBlock::new(py, block)
+}
+
+/// A block's origin (the `field` of its error rows: `source:unit N`) from the binding's
+/// arguments; `ValueError` for an unknown unit or a first number below 1.
+pub fn origin<'a>(source: &'a str, unit: &str, first: u64) -> PyResult<Origin<'a>> {
+    let unit = match unit {
+        "line" => Unit::Line,
+        "row" => Unit::Row,
+        "trace" => Unit::Trace,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown unit {unit:?}; expected line, row or trace"
+            )))
+        }
+    };
+    if first == 0 {
+        return Err(PyValueError::new_err("first is numbered from 1"));
+    }
+    Ok(Origin { source, unit, first })
 }
 
 /// `ValueError` unless `start <= end <= len`.

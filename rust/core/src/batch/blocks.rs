@@ -1,6 +1,5 @@
 //! Bulk regrading by the `Grader`: native JSONL lines and Arrow rows graded into outcomes or
 //! regrade JSONL rows, one at a time or as a block (rows in one buffer with the summary counts).
-use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rayon::prelude::*;
@@ -8,7 +7,7 @@ use rayon::prelude::*;
 use super::{guarded, item_error, Grader};
 use crate::arrow_cols::ArrowTraces;
 use crate::error::CoreError;
-use crate::jsonl_block::BlockRows;
+use crate::jsonl_block::{BlockRows, Origin};
 use crate::proto::v1::{GradeResult, ItemError, Trace};
 use crate::suite::CompiledSuite;
 use crate::trace::{check_parts, check_trace, TraceView};
@@ -25,11 +24,12 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, line)| {
+                    let field = format!("lines[{i}]");
                     guarded(
-                        || match self.grade_json_line(line, i, |v| {
+                        || match self.grade_json_line(line, &field, |v| {
                             suite
                                 .grade_view_encoded(v)
-                                .map_err(|stop| (v.id().to_owned(), self.stop_error(stop, i)))
+                                .map_err(|stop| (v.id().to_owned(), self.stop_error(stop, &field)))
                         }) {
                             Ok(Ok(outcome)) => outcome,
                             Ok(Err((id, e))) | Err((id, e)) => {
@@ -58,11 +58,12 @@ impl Grader {
                 .par_iter()
                 .enumerate()
                 .map(|(i, line)| {
+                    let field = format!("lines[{i}]");
                     guarded_row(
                         suite,
-                        || self.json_line_result(suite, line, i),
+                        || self.json_line_result(suite, line, &field),
                         || crate::rows::lenient_json_id(line),
-                        i,
+                        &field,
                     )
                 })
                 .collect()
@@ -71,85 +72,89 @@ impl Grader {
 
     /// Bulk regrading of a block of native JSONL (whole lines; see [`crate::jsonl_block`]):
     /// every row as [`Grader::grade_json_traces_to_json`] writes it, in one buffer, with the
-    /// summary counts; error rows (field `lines[i]`, `i` the item in the block) are always
+    /// summary counts (and the rows as Arrow columns if `arrow`); an error row's field is `origin`'s (`file:line N`, then the path inside
+    /// the trace for a limit error) and its message the decoder's. Error rows are always
     /// marked, failing rows up to `max_failing`.
     pub fn grade_jsonl_block(
         &self,
         suite: &CompiledSuite,
         data: &[u8],
+        origin: &Origin<'_>,
         max_failing: usize,
+        arrow: bool,
     ) -> BlockRows {
         let lines = crate::jsonl_block::lines(data);
-        self.graded_block(suite, lines.len(), max_failing, |i| {
+        self.graded_block(suite, lines.len(), max_failing, arrow, |i| {
             let line = &lines[i];
-            let graded = guarded_result(
-                || self.json_line_result(suite, line.text, i),
+            let field = origin.field(i, line.index);
+            guarded_result(
+                || self.json_line_result(suite, line.text, &field),
                 || crate::rows::lenient_json_id(line.text),
-                i,
-            );
-            (graded, line.index, line.start..line.start + line.text.len())
+                &field,
+            )
         })
     }
 
     /// As [`Grader::grade_jsonl_block`] for the rows of Arrow columns (the rows of
-    /// [`Grader::grade_arrow_traces_to_json`] in one buffer); a mark's `line` is its row and
-    /// its `text` empty.
+    /// [`Grader::grade_arrow_traces_to_json`] in one buffer, error fields `origin`'s).
     pub fn grade_arrow_block(
         &self,
         suite: &CompiledSuite,
         traces: &ArrowTraces<'_>,
+        origin: &Origin<'_>,
         max_failing: usize,
+        arrow: bool,
     ) -> BlockRows {
-        self.graded_block(suite, traces.rows(), max_failing, |i| {
-            let graded = guarded_result(
-                || self.grade_arrow_row(suite, traces, i),
+        self.graded_block(suite, traces.rows(), max_failing, arrow, |i| {
+            let field = origin.field(i, i);
+            guarded_result(
+                || self.grade_arrow_row(suite, traces, i, &field),
                 || traces.id(i).to_owned(),
-                i,
-            );
-            (graded, i, 0..0)
+                &field,
+            )
         })
     }
 
-    /// Items `0..n` graded by `one` (its outcome, line index and text range) into one
-    /// [`BlockRows`]: small runs in parallel, each writing into one buffer (no per-row
-    /// allocation), then joined in order.
+    /// Items `0..n` graded by `one` into one [`BlockRows`] (with Arrow columns if `arrow`):
+    /// small runs in parallel, each writing into one buffer (no per-row allocation), then
+    /// joined in order.
     fn graded_block(
         &self,
         suite: &CompiledSuite,
         n: usize,
         max_failing: usize,
-        one: impl Fn(usize) -> (Result<GradeResult, ItemError>, usize, Range<usize>) + Sync,
+        arrow: bool,
+        one: impl Fn(usize) -> Result<GradeResult, ItemError> + Sync,
     ) -> BlockRows {
         const RUN: usize = 16;
         let runs: Vec<BlockRows> = self.pool.install(|| {
             (0..n.div_ceil(RUN))
                 .into_par_iter()
                 .map(|r| {
-                    let mut out = BlockRows::default();
+                    let mut out = BlockRows::new(arrow);
                     for i in r * RUN..n.min(r * RUN + RUN) {
-                        let (graded, line, text) = one(i);
-                        out.add(i - r * RUN, line, text, &graded, suite.id(), max_failing);
+                        out.add(i - r * RUN, &one(i), suite.id(), max_failing);
                     }
                     out
                 })
                 .collect()
         });
-        let mut block = BlockRows::default();
+        let mut block = BlockRows::new(arrow);
         for run in runs {
             block.append(run, max_failing);
         }
         block
     }
 
-    /// One JSON line graded, or its item error (field `lines[i]...`).
+    /// One JSON line graded, or its item error (`field`, then a path for a limit error).
     fn json_line_result(
         &self,
         suite: &CompiledSuite,
         line: &[u8],
-        i: usize,
+        field: &str,
     ) -> Result<GradeResult, ItemError> {
-        let graded = self.grade_json_line(line, i, |v| {
-            suite.grade_view(v).map_err(|stop| (v.id().to_owned(), self.stop_error(stop, i)))
+        let graded = self.grade_json_line(line, field, |v| {
+            suite.grade_view(v).map_err(|stop| (v.id().to_owned(), self.stop_error(stop, field)))
         });
         graded.and_then(|r| r).map_err(|(id, e)| ItemError {
             trace_id: id,
@@ -171,11 +176,12 @@ impl Grader {
             (0..traces.rows())
                 .into_par_iter()
                 .map(|i| {
+                    let field = format!("lines[{i}]");
                     guarded_row(
                         suite,
-                        || self.grade_arrow_row(suite, traces, i),
+                        || self.grade_arrow_row(suite, traces, i, &field),
                         || traces.id(i).to_owned(),
-                        i,
+                        &field,
                     )
                 })
                 .collect()
@@ -189,6 +195,7 @@ impl Grader {
         suite: &CompiledSuite,
         traces: &ArrowTraces<'_>,
         i: usize,
+        field: &str,
     ) -> Result<crate::proto::v1::GradeResult, ItemError> {
         let to_item = |id: String, e: CoreError| ItemError {
             trace_id: id,
@@ -196,24 +203,23 @@ impl Grader {
             field: e.field().to_owned(),
             message: e.message(),
         };
-        let field = format!("lines[{i}]");
         let (parts, encoded_len) = traces.parts(i);
         if encoded_len <= self.limits.max_trace_bytes {
-            return match check_parts(&parts, &self.limits, &field) {
+            return match check_parts(&parts, &self.limits, field) {
                 Ok(()) => {
                     let id = parts.id;
                     suite
                         .grade_view(&TraceView::from_parts(parts, &self.limits))
-                        .map_err(|stop| to_item(id.to_owned(), self.stop_error(stop, i)))
+                        .map_err(|stop| to_item(id.to_owned(), self.stop_error(stop, field)))
                 }
                 Err(e) => Err(to_item(parts.id.to_owned(), e)),
             };
         }
         let trace = traces.trace(i);
-        match check_trace(&trace, &self.limits, &field) {
+        match check_trace(&trace, &self.limits, field) {
             Ok(()) => suite
                 .grade_view(&TraceView::new(&trace, &self.limits))
-                .map_err(|stop| to_item(trace.id.clone(), self.stop_error(stop, i))),
+                .map_err(|stop| to_item(trace.id.clone(), self.stop_error(stop, field))),
             Err(e) => Err(to_item(trace.id, e)),
         }
     }
@@ -225,40 +231,43 @@ impl Grader {
     fn grade_json_line<R>(
         &self,
         line: &[u8],
-        i: usize,
+        field: &str,
         grade: impl FnOnce(&TraceView<'_>) -> R,
     ) -> Result<R, (String, CoreError)> {
         let mut buf = DecodeBuf(DECODE_BUF.take());
         if let Some(json) = crate::json_trace::decode(line, &mut buf.0) {
             if json.encoded_len <= self.limits.max_trace_bytes {
                 let parts = json.parts;
-                return match check_parts(&parts, &self.limits, &format!("lines[{i}]")) {
+                return match check_parts(&parts, &self.limits, field) {
                     Ok(()) => Ok(grade(&TraceView::from_parts(parts, &self.limits))),
                     Err(e) => Err((parts.id.to_owned(), e)),
                 };
             }
         }
-        let trace = self.json_trace(line, i)?;
+        let trace = self.json_trace(line, field)?;
         Ok(grade(&TraceView::new(&trace, &self.limits)))
     }
 
     /// Decodes (`serde_json` + pbjson) and checks one JSON line; the error comes with the trace
     /// id when readable.
-    pub(super) fn json_trace(&self, line: &[u8], i: usize) -> Result<Trace, (String, CoreError)> {
-        let field = format!("lines[{i}]");
+    pub(super) fn json_trace(
+        &self,
+        line: &[u8],
+        field: &str,
+    ) -> Result<Trace, (String, CoreError)> {
         let trace: Trace = serde_json::from_slice(line).map_err(|e| {
-            let e = CoreError::invalid_request("INVALID_TRACE", field.clone(), e.to_string());
+            let e = CoreError::invalid_request("INVALID_TRACE", field.to_owned(), e.to_string());
             (crate::rows::lenient_json_id(line), e)
         })?;
-        match check_trace(&trace, &self.limits, &field) {
+        match check_trace(&trace, &self.limits, field) {
             Ok(()) => Ok(trace),
             Err(e) => Err((trace.id, e)),
         }
     }
 
-    /// The item error of a JSON line or Arrow row whose grading stopped (field `lines[i]`).
-    fn stop_error(&self, stop: Stop, i: usize) -> CoreError {
-        stop.error(self.limits.max_work_units, format!("lines[{i}]"))
+    /// The item error of a JSON line or Arrow row whose grading stopped.
+    fn stop_error(&self, stop: Stop, field: &str) -> CoreError {
+        stop.error(self.limits.max_work_units, field.to_owned())
     }
 }
 
@@ -280,30 +289,30 @@ impl Drop for DecodeBuf {
 }
 
 /// As [`guarded`] for the regrade JSONL rows: the result row, or the item's error row (a panic
-/// becomes `INTERNAL` at `lines[i]`).
+/// becomes `INTERNAL` at `field`).
 fn guarded_row(
     suite: &CompiledSuite,
     grade: impl FnOnce() -> Result<GradeResult, ItemError>,
     trace_id: impl FnOnce() -> String,
-    i: usize,
+    field: &str,
 ) -> Vec<u8> {
-    match guarded_result(grade, trace_id, i) {
+    match guarded_result(grade, trace_id, field) {
         Ok(r) => crate::rows::result_row(&r),
         Err(e) => crate::rows::error_row(suite.id(), &e),
     }
 }
 
-/// One JSONL item's grading; a panic becomes its `INTERNAL` error at `lines[i]`.
+/// One JSONL item's grading; a panic becomes its `INTERNAL` error at `field`.
 fn guarded_result(
     grade: impl FnOnce() -> Result<GradeResult, ItemError>,
     trace_id: impl FnOnce() -> String,
-    i: usize,
+    field: &str,
 ) -> Result<GradeResult, ItemError> {
     catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
         Err(ItemError {
             trace_id: trace_id(),
             reason_code: "INTERNAL".to_owned(),
-            field: format!("lines[{i}]"),
+            field: field.to_owned(),
             message: "internal error".to_owned(),
         })
     })

@@ -2,6 +2,7 @@
 use prost::Message;
 
 use super::Grader;
+use crate::jsonl_block::{Origin, Unit};
 use crate::limits::Limits;
 use crate::proto::v1::{
     batch_grade_traces_request, grade_trace_request, trace_outcome, BatchGradeTracesRequest,
@@ -457,22 +458,42 @@ fn a_block_is_its_lines_rows_joined_and_counted() {
     let mut rng = Rng(5);
     let mut data = Vec::new();
     let mut lines = Vec::new();
+    // The file line number (from 12, the block's first) of each non-blank line.
+    let mut numbers = Vec::new();
+    let mut number = 12;
     for i in 0..700 {
         let mut l = if i % 4 == 0 { odd_line(&mut rng) } else { line(&mut rng).into_bytes() };
         l.retain(|&b| b != b'\n');
         l.push(b'\n');
         data.extend_from_slice(&l);
-        if i % 50 == 0 {
-            data.extend_from_slice(b" \t\r\n");
-        }
         // A line of only whitespace is skipped, as a regrade's reader skips it.
         if !l.iter().all(|b| b" \t\n\r\x0b\x0c".contains(b)) {
             lines.push(l);
+            numbers.push(number);
+        }
+        number += 1;
+        if i % 50 == 0 {
+            data.extend_from_slice(b" \t\r\n");
+            number += 1;
         }
     }
     let refs: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
-    let rows = g.grade_json_traces_to_json(&compiled, &refs);
-    let block = g.grade_jsonl_block(&compiled, &data, 5);
+    // The rows of the lines one by one, error fields (`lines[i]`) named by file and line.
+    let rows: Vec<Vec<u8>> = g
+        .grade_json_traces_to_json(&compiled, &refs)
+        .into_iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let row = String::from_utf8(row).expect("utf-8");
+            let at = format!("\"field\":\"t.jsonl:line {}", numbers[i]);
+            row.replacen(&format!("\"field\":\"lines[{i}]"), &at, 1).into_bytes()
+        })
+        .collect();
+    let origin = Origin { source: "t.jsonl", unit: Unit::Line, first: 12 };
+    let block = g.grade_jsonl_block(&compiled, &data, &origin, 5, true);
+    let columns = block.columns.as_ref().expect("asked for");
+    let errors = columns.error.len - columns.error.nulls;
+    assert_eq!((columns.rows, errors as u64), (block.items, block.errors));
     for (i, (got, want)) in block.rows.split_inclusive('\n').zip(&rows).enumerate() {
         assert_eq!(got.as_bytes(), &want[..], "row {i}: {:?}", String::from_utf8_lossy(refs[i]));
     }
@@ -504,8 +525,20 @@ fn a_block_is_its_lines_rows_joined_and_counted() {
     for m in &block.marks {
         assert_eq!(m.error, errors.contains(&m.item));
         assert_eq!(block.rows.as_bytes()[m.row.clone()], rows[m.item][..]);
-        assert_eq!(data[m.text.clone()], lines[m.item][..]);
     }
+    // Error rows count by reason code; every one names its file and line.
+    let mut codes: Vec<(String, u64)> = Vec::new();
+    for &i in &errors {
+        let code = parsed[i]["error"]["reason_code"].as_str().expect("code").to_owned();
+        match codes.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, n)) => *n += 1,
+            None => codes.push((code, 1)),
+        }
+        let field = parsed[i]["error"]["field"].as_str().expect("field");
+        assert!(field.starts_with(&format!("t.jsonl:line {}", numbers[i])), "{field}");
+    }
+    assert_eq!((block.errors, &block.error_codes), (errors.len() as u64, &codes));
+    assert!(codes.len() > 1, "{codes:?}");
 }
 
 #[test]
@@ -537,7 +570,7 @@ fn json_lines_fast_and_serde_paths_agree() {
     let (mut graded, mut errors) = (0, 0);
     for (i, line) in refs.iter().enumerate() {
         // The previous path: serde_json + pbjson into an owned Trace.
-        let (row, outcome) = match g.json_trace(line, i) {
+        let (row, outcome) = match g.json_trace(line, &format!("lines[{i}]")) {
             Ok(t) => {
                 graded += 1;
                 let view = TraceView::new(&t, g.limits());
