@@ -12,6 +12,8 @@ import pytest
 from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.assembly import (
     BYTES_CAP,
+    FORGOT_CAP,
+    FORGOT_WINDOW,
     IDLE_TIMEOUT,
     SETTLED,
     Assembler,
@@ -115,6 +117,38 @@ def test_graded_ids_are_remembered_within_the_bound() -> None:
     # a fell out of the memory: its span opens a new run (counted accepted, not late).
     out = assembler.add_spans([span("a", "1", parent="0")], now=3.0)
     assert (out.late, out.counts.get("accepted")) == (0, 1)
+    assert assembler.take_forgotten() == {FORGOT_CAP: 1}
+
+
+def test_graded_ids_are_forgotten_after_the_window() -> None:
+    assembler = Assembler(AssemblyConfig(late_window_s=10.0, settle_s=1.0))
+    assembler.add_spans([span("a", "0")], now=0.0)
+    assembler.add_spans([span("b", "0")], now=5.0)
+    assert len(assembler.due(now=6.0)) == 2  # both graded at 6
+    # A late span keeps its id remembered for another window from then.
+    assert assembler.add_spans([span("a", "1", parent="0")], now=15.0).late == 1
+    assert assembler.take_forgotten() == {}
+    # At 16 b (graded at 6) is forgotten, a (late span at 15) is not.
+    assert assembler.add_spans([span("a", "2", parent="0")], now=16.0).late == 1
+    assert (assembler.graded_ids, assembler.take_forgotten()) == (1, {FORGOT_WINDOW: 1})
+    out = assembler.add_spans([span("b", "1", parent="0")], now=16.0)
+    assert (out.late, out.counts.get("accepted"), assembler.open_runs) == (0, 1, 1)
+    # The timer forgets too, without a span: a is gone 10 s after its last late span.
+    assembler.due(now=26.0)
+    assert (assembler.graded_ids, assembler.take_forgotten()) == (0, {FORGOT_WINDOW: 1})
+
+
+def test_graded_ids_stay_flat_under_a_sustained_stream() -> None:
+    # 100 runs a second, each settled 1 s after its root: the window holds ~5 s of them.
+    assembler = Assembler(AssemblyConfig(late_window_s=5.0, settle_s=1.0))
+    most = 0
+    for tick in range(3000):
+        now = tick / 100
+        assembler.add_spans([span(f"t{tick}", "0")], now=now)
+        assembler.due(now)
+        most = max(most, assembler.graded_ids)
+    assert 450 <= most <= 501
+    assert assembler.take_forgotten()[FORGOT_WINDOW] == 3000 - 100 - assembler.graded_ids
 
 
 async def test_slow_watcher_is_cut_and_others_go_on() -> None:

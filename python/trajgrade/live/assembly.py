@@ -8,7 +8,7 @@ calls `add_spans` / `add_events` as requests arrive and `due(now)` from its sing
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,10 @@ IDLE_TIMEOUT = "idle_timeout"
 OPEN_TRACES_CAP = "open_traces_cap"
 BYTES_CAP = "bytes_cap"
 SHUTDOWN = "shutdown"
+
+# Why a graded trace id was forgotten (a span of it then starts a new run).
+FORGOT_WINDOW = "window"
+FORGOT_CAP = "cap"
 
 # Span outcomes, as counted in trajgrade_live_spans_total{outcome}.
 ACCEPTED = "accepted"
@@ -47,6 +51,9 @@ class AssemblyConfig:
     max_spans_per_trace: int = 10_000
     max_bytes: int = 256 * 1024 * 1024
     on_cap: str = "grade"  # or "refuse"
+    # Graded trace ids are remembered (their spans are late) for this long since their last
+    # span, and at most this many: whichever comes first forgets an id.
+    late_window_s: float = 900.0
     late_memory: int = 100_000
 
 
@@ -140,8 +147,13 @@ class Assembler:
         self._open: OrderedDict[str, Run] = OrderedDict()
         # trace id -> run key (differs from the trace id only with group_by).
         self._key_of_trace: dict[str, str] = {}
-        # Graded trace ids -> the key they were graded under (LRU): their spans are late.
-        self._graded: OrderedDict[str, str] = OrderedDict()
+        # Graded trace ids -> (the key they were graded under, when last seen): their spans
+        # are late. Oldest first (grading and each late span move an id to the end), so the
+        # window and the cap forget from the front: O(1) amortised.
+        self._graded: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        # Ids forgotten since the last take_forgotten(), by FORGOT_* reason.
+        self._forgotten: Counter[str] = Counter()
+        self._now = 0.0
         self._timers: list[tuple[float, int, str]] = []
         self.bytes_held = 0
         # Arrival sequence: the mapping's `order` (ties in time keep arrival order).
@@ -151,10 +163,21 @@ class Assembler:
     def open_runs(self) -> int:
         return len(self._open)
 
+    @property
+    def graded_ids(self) -> int:
+        """Graded trace ids remembered now (for late spans)."""
+        return len(self._graded)
+
+    def take_forgotten(self) -> dict[str, int]:
+        """Graded ids forgotten since the last call, by reason (the window or the cap)."""
+        out, self._forgotten = dict(self._forgotten), Counter()
+        return out
+
     def add_spans(self, spans: Iterable[IncomingSpan], now: float) -> AddOutcome:
         """Take the spans of one request; returns what became of them, and the runs that an
         end marker or a cap completed."""
         out = AddOutcome()
+        self._tick(now)
         touched: dict[str, Run] = {}
         for span in spans:
             run = self._add_span(span, now, out)
@@ -171,13 +194,10 @@ class Assembler:
     def add_events(self, events: Iterable[EventRecord], now: float) -> AddOutcome:
         """Take GenAI log events (OTLP logs); an event for a graded trace is late."""
         out = AddOutcome()
+        self._tick(now)
         touched: dict[str, Run] = {}
         for event in events:
-            if event.trace_id in self._graded:
-                self._graded.move_to_end(event.trace_id)
-                out.count(LATE)
-                key = self._graded[event.trace_id]
-                out.late_runs[key] = out.late_runs.get(key, 0) + 1
+            if self._late(event.trace_id, out):
                 continue
             run = self._run_for(event.trace_id, None, now, out)
             if run is None:
@@ -197,11 +217,7 @@ class Assembler:
 
     def _add_span(self, span: IncomingSpan, now: float, out: AddOutcome) -> Run | None:
         record, config = span.record, self.config
-        if record.trace_id in self._graded:
-            self._graded.move_to_end(record.trace_id)
-            out.count(LATE)
-            key = self._graded[record.trace_id]
-            out.late_runs[key] = out.late_runs.get(key, 0) + 1
+        if self._late(record.trace_id, out):
             return None
         group = None
         if config.group_by is not None:
@@ -240,6 +256,30 @@ class Assembler:
             run.service = service if isinstance(service, str) else ""
         out.count(ACCEPTED)
         return run
+
+    def _late(self, trace_id: str, out: AddOutcome) -> bool:
+        """A span or event of a graded trace still remembered: counted late, remembered anew."""
+        graded = self._graded.get(trace_id)
+        if graded is None:
+            return False
+        key = graded[0]
+        self._graded[trace_id] = (key, self._now)
+        self._graded.move_to_end(trace_id)
+        out.count(LATE)
+        out.late_runs[key] = out.late_runs.get(key, 0) + 1
+        return True
+
+    def _tick(self, now: float) -> None:
+        """The clock moves on: forget the graded ids last seen more than the window ago."""
+        self._now = max(self._now, now)
+        horizon = self._now - self.config.late_window_s
+        graded = self._graded
+        while graded:
+            trace_id, (_, seen) = next(iter(graded.items()))
+            if seen > horizon:
+                break
+            del graded[trace_id]
+            self._forgotten[FORGOT_WINDOW] += 1
 
     def _run_for(self, trace_id: str, group: str | None, now: float, out: AddOutcome) -> Run | None:
         """The open run of a trace id, made (or merged, when its group becomes known) as
@@ -320,6 +360,7 @@ class Assembler:
 
     def due(self, now: float) -> list[Run]:
         """The runs whose settle time or idle timeout has passed."""
+        self._tick(now)
         done: list[Run] = []
         while self._timers and self._timers[0][0] <= now:
             _, version, key = heapq.heappop(self._timers)
@@ -339,10 +380,11 @@ class Assembler:
         self.bytes_held -= run.size
         for trace_id in run.trace_ids:
             self._key_of_trace.pop(trace_id, None)
-            self._graded[trace_id] = key
+            self._graded[trace_id] = (key, self._now)
             self._graded.move_to_end(trace_id)
         while len(self._graded) > self.config.late_memory:
             self._graded.popitem(last=False)
+            self._forgotten[FORGOT_CAP] += 1
         return run
 
 

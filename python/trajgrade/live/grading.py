@@ -152,6 +152,7 @@ class LiveGrader:
                 max_spans_per_trace=settings.live_max_spans_per_trace,
                 max_bytes=settings.live_max_bytes,
                 on_cap=settings.live_on_cap,
+                late_window_s=settings.late_window_s,
                 late_memory=settings.live_late_memory,
             )
         )
@@ -339,6 +340,9 @@ class LiveGrader:
     def _update_gauges(self) -> None:
         self.metrics.open_traces.set(self.assembler.open_runs)
         self.metrics.held_bytes.set(self.assembler.bytes_held)
+        self.metrics.graded_ids.set(self.assembler.graded_ids)
+        for reason, count in self.assembler.take_forgotten().items():
+            self.metrics.graded_ids_forgotten.labels(reason).inc(count)
 
     # --- timers and grading -------------------------------------------------------------------
 
