@@ -15,15 +15,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from trajgrade.live import grading
+from trajgrade.live.assembly import Run
 from trajgrade.live.writeback import LogWriter
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc
 
 from .conftest import (
     TRACE_EXPORT,
+    LiveFactory,
     Watch,
     by_trace,
     eventually,
@@ -212,3 +216,44 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
     # Records past the write-back queue's bound were dropped as they came (dropped_queue_full).
     queue_size = inspect.signature(LogWriter).parameters["queue_size"].default
     assert summary["writeback_unsent"] == min(records, queue_size), tail
+
+
+async def test_worker_busy_past_the_deadline_accounts_for_every_run(
+    make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain abandons a grading thread still busy past its deadline and margin: what it
+    graded of its trip is still published, the run it is on and the rest are grace_expired,
+    and the thread, when it finishes, counts nothing more."""
+    monkeypatch.setattr(grading, "_GRADING_MARGIN_S", 0.2)
+    live = await make_live()
+    grader = live.server.live
+    (request,) = open_runs(spans_file, 3)
+    await live.export(request)
+    assert grader.assembler.open_runs == 3
+    slow_key = (2).to_bytes(16, "big").hex()
+    grade_run = grader._grade_run
+
+    def slow(run: Run, routes: Any) -> Any:
+        if run.key == slow_key:
+            time.sleep(2.0)  # the grading thread, stuck on one run
+        return grade_run(run, routes)
+
+    monkeypatch.setattr(grader, "_grade_run", slow)
+    started = time.monotonic()
+    await grader.drain(0.3)
+    assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+
+    def counts() -> tuple[float, ...]:
+        return (
+            live.metric("trajgrade_live_traces_assembled_total", completion="shutdown"),
+            live.metric("trajgrade_live_traces_dropped_total", reason="grace_expired"),
+            live.metric("trajgrade_live_spans_total", outcome="graded"),
+            live.metric("trajgrade_live_sink_rows_total"),
+        )
+
+    spans_per_run = len(request.resource_spans) // 3
+    expected = (3.0, 2.0, float(spans_per_run), 1.0)
+    assert counts() == expected
+    assert len(live.sink_lines()) == 1
+    await asyncio.sleep(2.0)  # the thread finishes the slow run: committed nowhere
+    assert counts() == expected

@@ -13,9 +13,10 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -111,6 +112,20 @@ def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
     return (traces[0] if traces else None), report
 
 
+@dataclass
+class Trip:
+    """Runs sent to the grading thread at once. The thread commits each graded run (its
+    results and counts) under `lock`; once the loop `closed` it (the trip is published, or
+    abandoned by the drain) nothing more is committed, so every run is counted once: graded
+    (`runs[:done]`) or by the loop (the rest)."""
+
+    runs: list[Run]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: int = 0
+    results: list[LiveResult] = field(default_factory=list)
+    closed: bool = False
+
+
 @dataclass(frozen=True)
 class EarlyCheck:
     """An open run as it stood when its early check was taken (copies: the loop goes on
@@ -181,6 +196,8 @@ class LiveGrader:
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
         self._past_deadline = 0
+        # The trip on the grading thread (the drain's to settle if it abandons the worker).
+        self._trip: Trip | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -269,6 +286,11 @@ class LiveGrader:
         for task in late:
             log.error("draining: grading still busy past the grace period; abandoned")
             task.cancel()
+        if late:
+            await asyncio.wait(late)
+            if self._trip is not None:
+                # What the thread graded of its trip is published; the rest counted.
+                self._close_trip(self._trip)
         # Runs the worker did not get to, if it was abandoned: counted all the same.
         while not self._completed.empty():
             left = self._completed.get_nowait()
@@ -396,32 +418,56 @@ class LiveGrader:
                     self._publish_early(verdicts)
             if not runs:
                 continue
+            trip = self._trip = Trip(runs)
             try:
-                results = await loop.run_in_executor(self._grading, self._grade, runs, routes)
+                await loop.run_in_executor(self._grading, self._grade, trip, routes)
             except Exception:
                 log.exception("live grading failed for %d runs", len(runs))
-                continue
-            self._publish(results)
+            # Cancelled (the drain abandoned it): the drain closes the trip.
+            self._trip = None
+            self._close_trip(trip)
 
-    def _grade(self, runs: list[Run], routes: Any) -> list[LiveResult]:
-        """On the grading thread: map, route and grade each run (one failing run is logged
-        and counted, and the others go on)."""
-        out: list[LiveResult] = []
-        for index, run in enumerate(runs):
-            if self._deadline is not None and time.monotonic() >= self._deadline:
-                self._expired(runs[index:])
-                break
+    def _close_trip(self, trip: Trip) -> None:
+        """On the loop: publish what the thread committed; the runs it did not are counted,
+        as grace_expired past the drain's deadline (else as errors: the trip failed)."""
+        with trip.lock:
+            trip.closed = True
+            results, rest = trip.results, trip.runs[trip.done :]
+        self._publish(results)
+        if self._deadline is not None:
+            self._expired(rest)
+            return
+        for run in rest:
             self.metrics.traces.labels(run.completion).inc()
-            graded: list[LiveResult] = []
+            self._drop(run, "error")
+
+    def _grade(self, trip: Trip, routes: Any) -> None:
+        """On the grading thread: map, route and grade each run (one failing run is logged
+        and counted, and the others go on), until the drain's deadline."""
+        for index, run in enumerate(trip.runs):
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                return
+            graded: list[LiveResult] | str
             try:
                 graded = self._grade_run(run, routes)
             except Exception:
                 log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
-                self._drop(run, "error")
-            if run.early_sent:
-                self._settle_early(run, graded)
-            out.extend(graded)
-        return out
+                graded = "error"
+            with trip.lock:
+                if trip.closed:
+                    return  # abandoned by the drain, which counted this run and the rest
+                trip.done = index + 1
+                self.metrics.traces.labels(run.completion).inc()
+                if isinstance(graded, str):
+                    self._drop(run, graded)
+                    graded = []
+                else:
+                    self.metrics.spans.labels("graded" if graded else "unrouted").inc(
+                        len(run.spans)
+                    )
+                if run.early_sent:
+                    self._settle_early(run, graded)
+                trip.results.extend(graded)
 
     def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
         """Count what the final results made of the run's early verdicts."""
@@ -484,15 +530,14 @@ class LiveGrader:
         suite = ref.resolve(self.grader)
         return None if suite is None else self.early_suites.get(suite)
 
-    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult]:
+    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult] | str:
+        """The run's results, or why it was not graded (counted when the trip commits it)."""
         suites = routes.suites_for(run.spans)
         if not suites:
-            self._drop(run, "unrouted")
-            return []
+            return "unrouted"
         trace, _ = map_run(run, self.settings.live_group_by)
         if trace is None:
-            self._drop(run, "unmapped")
-            return []
+            return "unmapped"
         payload = trace.SerializeToString()
         root_trace, root_id = root_span(run)
         out = []
@@ -513,7 +558,6 @@ class LiveGrader:
                     root_id,
                 )
             )
-        self.metrics.spans.labels("graded" if out else "unrouted").inc(len(run.spans))
         return out
 
     def _suite(self, ref: SuiteRef) -> Any:
@@ -530,7 +574,7 @@ class LiveGrader:
         self._expired(runs)
         return True
 
-    def _expired(self, runs: list[Run]) -> None:
+    def _expired(self, runs: list[Run]) -> None:  # on the loop only
         """Runs the drain's grace period left no time for: counted (one log line, in drain)."""
         for run in runs:
             self.metrics.traces.labels(run.completion).inc()
