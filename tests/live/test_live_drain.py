@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import signal
 import socket
 import subprocess
@@ -257,3 +258,35 @@ async def test_worker_busy_past_the_deadline_accounts_for_every_run(
     assert len(live.sink_lines()) == 1
     await asyncio.sleep(2.0)  # the thread finishes the slow run: committed nowhere
     assert counts() == expected
+
+
+async def test_sink_last_writes_are_bounded_by_the_grace_period(
+    make_live: LiveFactory,
+    spans_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sink whose disk hangs does not hold the drain past its deadline and margin: the rows
+    not written by then are counted and logged, and the writer counts nothing more later."""
+    monkeypatch.setattr(grading, "_GRADING_MARGIN_S", 0.2)
+    live = await make_live()
+    grader = live.server.live
+    assert grader.sink is not None
+    (request,) = open_runs(spans_file, 3)
+    await live.export(request)
+
+    def hung(lines: list[bytes]) -> None:
+        time.sleep(2.0)  # a disk that does not answer in time; nothing reaches the file
+
+    monkeypatch.setattr(grader.sink, "write", hung)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, "trajgrade.live"):
+        await grader.drain(0.3)
+    assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+    # The three runs were graded and published, their rows never written.
+    assert live.metric("trajgrade_live_traces_assembled_total", completion="shutdown") == 3
+    assert live.metric("trajgrade_live_sink_rows_unwritten_total") == 3
+    (summary,) = [r for r in caplog.records if hasattr(r, "sink_unwritten")]
+    assert (summary.runs_not_graded, summary.sink_unwritten) == (0, 3)  # type: ignore[attr-defined]
+    await asyncio.sleep(2.0)  # the write returns: not counted as written
+    assert live.metric("trajgrade_live_sink_rows_total") == 0

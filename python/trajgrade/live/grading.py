@@ -192,6 +192,15 @@ class LiveGrader:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._writes: set[asyncio.Future[None]] = set()
+        # Sink writes submitted and not yet written (id -> rows), and whether the drain gave
+        # up on them (the writer thread then writes and counts nothing more); under the lock.
+        self._sink_lock = threading.Lock()
+        self._sink_pending: dict[int, int] = {}
+        self._sink_jobs = 0
+        self._sink_busy = False
+        self._sink_abandoned = False
+        self._sink_failed_draining = 0  # rows of writes that failed once the drain began
+        self._sink_close_after = False  # the drain left the file to the write still running
         self._closed = False
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
@@ -246,27 +255,28 @@ class LiveGrader:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
         await self._finish_grading(deadline)
-        if self._writes:
-            # Not bounded: rows of results already published (local disk, one fsync a trip).
-            await asyncio.wait(self._writes)
+        unwritten = await self._finish_writes(deadline)
         self._update_gauges()
         unsent = 0
         if self.writer is not None:
             unsent = await self.writer.close(
                 _DEFAULT_FLUSH_S if deadline is None else max(deadline - time.monotonic(), 0.0)
             )
-        if self._past_deadline or unsent:
+        if self._past_deadline or unsent or unwritten:
             log.warning(
                 "draining: the grace period ran out: %d of %d open runs not graded "
                 '(trajgrade_live_traces_dropped_total{reason="grace_expired"}), %d write-back '
-                "records not sent (dropped_shutdown)",
+                "records not sent (dropped_shutdown), %d sink rows not written "
+                "(trajgrade_live_sink_rows_unwritten_total)",
                 self._past_deadline,
                 len(runs),
                 unsent,
+                unwritten,
                 extra={
                     "runs_open": len(runs),
                     "runs_not_graded": self._past_deadline,
                     "writeback_unsent": unsent,
+                    "sink_unwritten": unwritten,
                 },
             )
         self.hub.close()
@@ -275,7 +285,27 @@ class LiveGrader:
         self._grading.shutdown(wait=False)
         self._writing.shutdown(wait=False)
         if self.sink is not None:
-            self.sink.close()
+            with self._sink_lock:
+                # A write still running holds the file: it closes it when it returns.
+                self._sink_close_after = self._sink_busy
+            if not self._sink_close_after:
+                self.sink.close()
+
+    async def _finish_writes(self, deadline: float | None) -> int:
+        """Wait for the sink's last writes, until the grading's end (the deadline and its
+        margin); returns the rows not written by then (counted; a write still running may
+        yet land in the file, but was not confirmed in time) or whose write failed meanwhile
+        (counted as sink errors)."""
+        if self._writes:
+            await asyncio.wait(self._writes, timeout=_left(deadline, _GRADING_MARGIN_S))
+        with self._sink_lock:
+            self._sink_abandoned = True
+            unwritten = sum(self._sink_pending.values())
+            self._sink_pending.clear()
+            failed = self._sink_failed_draining
+        if unwritten:
+            self.metrics.sink_unwritten.inc(unwritten)
+        return unwritten + failed
 
     async def _finish_grading(self, deadline: float | None) -> None:
         """Wait for the worker: the grading thread stops at the deadline between two runs, the
@@ -632,19 +662,38 @@ class LiveGrader:
                 )
         if self.sink is not None and results:
             lines = [result.sink_line() for result in results]
-            future = asyncio.wrap_future(self._writing.submit(self._write, lines))
+            with self._sink_lock:
+                self._sink_jobs += 1
+                job = self._sink_jobs
+                self._sink_pending[job] = len(lines)
+            future = asyncio.wrap_future(self._writing.submit(self._write, job, lines))
             self._writes.add(future)
             future.add_done_callback(self._writes.discard)
 
-    def _write(self, lines: list[bytes]) -> None:
+    def _write(self, job: int, lines: list[bytes]) -> None:
         assert self.sink is not None
+        with self._sink_lock:
+            if self._sink_abandoned:
+                return  # the drain's time is up: counted as not written there
+            self._sink_busy = True
         try:
             self.sink.write(lines)
         except OSError:
             self.metrics.sink_errors.inc()
             log.exception("results sink: %d rows not written", len(lines))
+            if self._closed:
+                with self._sink_lock:
+                    self._sink_failed_draining += len(lines)
             return
-        self.metrics.sink_rows.inc(len(lines))
+        finally:
+            with self._sink_lock:
+                self._sink_busy = False
+                written = self._sink_pending.pop(job, None) is not None
+                close = self._sink_close_after
+            if close:
+                self.sink.close()
+        if written:  # else the drain gave up on it first and counted it
+            self.metrics.sink_rows.inc(len(lines))
 
     def _count(self, result: LiveResult) -> None:
         outcome = result.outcome

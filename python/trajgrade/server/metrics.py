@@ -132,6 +132,12 @@ class LiveMetrics:
             "Batches the JSONL results sink failed to write (rows lost from the file).",
             registry=registry,
         )
+        self.sink_unwritten = Counter(
+            "trajgrade_live_sink_rows_unwritten",
+            "Rows of results the JSONL sink had not written (fsynced) when the SIGTERM drain's "
+            "grace period ended.",
+            registry=registry,
+        )
         self.writeback = Counter(
             "trajgrade_live_writeback_records",
             "gen_ai.evaluation.result log records of --otlp-export-endpoint by outcome: sent, "
