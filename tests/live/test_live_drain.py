@@ -1,8 +1,9 @@
 """SIGTERM on a `trajgrade serve` process (unix sockets) with an open run: it is graded as cut
 off (completion `shutdown`), sent to watchers and written to the sink before the exit (0).
 SIGHUP before it reloads the routes. With more open runs than the grace period can grade and a
-write-back endpoint that never answers, the exit still comes within the grace period, and what
-did not fit is counted."""
+write-back endpoint that never answers, the exit still comes within the grace period, what did
+not fit is counted, and the exit code says results were lost (3). In-process: a grading thread
+or a sink write still busy past the deadline is given up on, every run and row counted."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from trajgrade.live import grading
 from trajgrade.live.assembly import Run
 from trajgrade.live.writeback import LogWriter
+from trajgrade.server.app import EXIT_DRAINED, EXIT_LIVE_LOST
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc
 
 from .conftest import (
@@ -48,24 +50,31 @@ routes:
 """
 
 
+def serve_command(directory: Path, *flags: str) -> list[str]:
+    """`trajgrade serve` with the API and the OTLP/gRPC receiver on unix sockets in
+    `directory` (api.sock, otlp.sock), its routes.yaml, the sink out.jsonl, and runs that
+    stay open (a long idle timeout) until SIGTERM."""
+    return [
+        sys.executable, "-m", "trajgrade", "serve",
+        "--listen", f"unix:{directory / 'api.sock'}",
+        "--otlp-grpc", f"unix:{directory / 'otlp.sock'}",
+        "--routes", str(directory / "routes.yaml"),
+        "--results-jsonl", str(directory / "out.jsonl"),
+        "--live-idle-timeout-s", "600",
+        *flags,
+    ]  # fmt: skip
+
+
 async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: Path) -> None:
     write_config(tmp_path)
     api, otlp_socket, sink = tmp_path / "api.sock", tmp_path / "otlp.sock", tmp_path / "out.jsonl"
     log = (tmp_path / "serve.log").open("wb")
     process = subprocess.Popen(
-        [
-            sys.executable, "-m", "trajgrade", "serve",
-            "--listen", f"unix:{api}",
-            "--otlp-grpc", f"unix:{otlp_socket}",
-            "--routes", str(tmp_path / "routes.yaml"),
-            "--results-jsonl", str(sink),
-            "--live-idle-timeout-s", "600",
-            "--live-settle-s", "0.2",
-            "--routes-poll-s", "3600",  # only SIGHUP reloads the routes here
-        ],
+        # Only SIGHUP reloads the routes here (the poll is an hour away).
+        serve_command(tmp_path, "--live-settle-s", "0.2", "--routes-poll-s", "3600"),
         env=subprocess_env(),
         stderr=log,
-    )  # fmt: skip
+    )
     channel = grpc.aio.insecure_channel(f"unix:{api}")
     otlp_channel = grpc.aio.insecure_channel(f"unix:{otlp_socket}")
     try:
@@ -94,7 +103,8 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
         await eventually(lambda: "routes reloaded" in serve_log.read_text(), what="the reload")
         process.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(process.wait, 60)
-        assert code == 0, (tmp_path / "serve.log").read_text()
+        # Every open run graded and written: nothing lost.
+        assert code == EXIT_DRAINED, (tmp_path / "serve.log").read_text()
         await asyncio.wait_for(reader, 10)
     finally:
         if process.poll() is None:
@@ -160,20 +170,10 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
     serve_log = tmp_path / "serve.log"
     log = serve_log.open("wb")
     process = subprocess.Popen(
-        [
-            sys.executable, "-m", "trajgrade", "serve",
-            "--listen", f"unix:{api}",
-            "--otlp-grpc", f"unix:{otlp_socket}",
-            "--routes", str(tmp_path / "routes.yaml"),
-            "--results-jsonl", str(sink),
-            "--live-idle-timeout-s", "600",
-            "--grace-period-s", str(GRACE_S),
-            "--log-format", "json",
-            *export,
-        ],
+        serve_command(tmp_path, "--grace-period-s", str(GRACE_S), "--log-format", "json", *export),
         env=subprocess_env(),
         stderr=log,
-    )  # fmt: skip
+    )
     otlp_channel = grpc.aio.insecure_channel(f"unix:{otlp_socket}")
     try:
         await eventually(lambda: otlp_socket.exists() and api.exists(), what="the sockets")
@@ -198,7 +198,8 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
         silent.close()
         await otlp_channel.close()
     lines = serve_log.read_text().splitlines()
-    assert code == 0, "\n".join(lines[-20:])
+    # The server's own calls drained, but open runs were not graded: results lost.
+    assert code == EXIT_LIVE_LOST, "\n".join(lines[-20:])
     tail = "\n".join(lines[-8:])
     print(f"exit {elapsed:.2f}s after SIGTERM (grace {GRACE_S}s)")
     assert elapsed < GRACE_S + EXIT_MARGIN_S, f"exit took {elapsed:.2f}s\n{tail}"
@@ -241,8 +242,9 @@ async def test_worker_busy_past_the_deadline_accounts_for_every_run(
 
     monkeypatch.setattr(grader, "_grade_run", slow)
     started = time.monotonic()
-    await grader.drain(0.3)
+    report = await grader.drain(0.3)
     assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+    assert report == grading.DrainReport(runs_open=3, runs_not_graded=2) and report.lost
 
     def counts() -> tuple[float, ...]:
         return (
@@ -281,8 +283,9 @@ async def test_sink_last_writes_are_bounded_by_the_grace_period(
     monkeypatch.setattr(grader.sink, "write", hung)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, "trajgrade.live"):
-        await grader.drain(0.3)
+        report = await grader.drain(0.3)
     assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+    assert report == grading.DrainReport(runs_open=3, sink_unwritten=3) and report.lost
     # The three runs were graded and published, their rows never written.
     assert live.metric("trajgrade_live_traces_assembled_total", completion="shutdown") == 3
     assert live.metric("trajgrade_live_sink_rows_unwritten_total") == 3

@@ -112,6 +112,22 @@ def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
     return (traces[0] if traces else None), report
 
 
+@dataclass(frozen=True)
+class DrainReport:
+    """What the SIGTERM drain left undone: all 0 when every open run was graded, and its
+    results published, written to the sink and written back."""
+
+    runs_open: int = 0
+    runs_not_graded: int = 0  # grace_expired
+    writeback_unsent: int = 0  # dropped_shutdown
+    sink_unwritten: int = 0
+
+    @property
+    def lost(self) -> bool:
+        """Results were lost: the server exits with EXIT_LIVE_LOST (server/app.py)."""
+        return bool(self.runs_not_graded or self.writeback_unsent or self.sink_unwritten)
+
+
 @dataclass
 class Trip:
     """Runs sent to the grading thread at once. The thread commits each graded run (its
@@ -202,6 +218,7 @@ class LiveGrader:
         self._sink_failed_draining = 0  # rows of writes that failed once the drain began
         self._sink_close_after = False  # the drain left the file to the write still running
         self._closed = False
+        self._report = DrainReport()
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
         self._past_deadline = 0
@@ -231,16 +248,17 @@ class LiveGrader:
         """SIGHUP: load the routes file again, changed or not."""
         self.metrics.routes_reloads.labels(self.routes.reload(force=True)).inc()
 
-    async def drain(self, grace_s: float | None = None) -> None:
+    async def drain(self, grace_s: float | None = None) -> DrainReport:
         """SIGTERM: every open run graded as cut off (completion `shutdown`), its results
         published, written to the sink and written back, then the watchers' streams end.
 
         With `grace_s` (the server's grace period) all of that ends by then: runs not graded
         in time are counted as dropped (`grace_expired`), records not sent as
-        `dropped_shutdown`, both logged; nothing is waited for past it.
+        `dropped_shutdown`, both logged; nothing is waited for past it. Returns what was
+        left undone (the same report on a second call).
         """
         if self._closed:
-            return
+            return self._report
         self._closed = True
         deadline = None if grace_s is None else time.monotonic() + grace_s
         self._deadline = deadline
@@ -262,7 +280,8 @@ class LiveGrader:
             unsent = await self.writer.close(
                 _DEFAULT_FLUSH_S if deadline is None else max(deadline - time.monotonic(), 0.0)
             )
-        if self._past_deadline or unsent or unwritten:
+        self._report = DrainReport(len(runs), self._past_deadline, unsent, unwritten)
+        if self._report.lost:
             log.warning(
                 "draining: the grace period ran out: %d of %d open runs not graded "
                 '(trajgrade_live_traces_dropped_total{reason="grace_expired"}), %d write-back '
@@ -290,6 +309,7 @@ class LiveGrader:
                 self._sink_close_after = self._sink_busy
             if not self._sink_close_after:
                 self.sink.close()
+        return self._report
 
     async def _finish_writes(self, deadline: float | None) -> int:
         """Wait for the sink's last writes, until the grading's end (the deadline and its
