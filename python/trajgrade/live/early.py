@@ -23,6 +23,11 @@ count below `min`, ARGS_NOT_RECORDED, whose arguments a later span may still sup
 
 The early-capable assertions of a suite form a sub-suite compiled once, when the routes load;
 a partial run is graded against it by the same core as the final grade.
+
+Monotone in the calls, not in the spans: the mapping merges spans into one call once it sees
+they are one (an MCP span into the agent's tool span above it, once every span between them is
+in), so spans arriving out of order can make a prefix hold more calls than the whole run, and
+an early verdict end up `overturned` (tests/live/test_live_early.py shows it).
 """
 
 from __future__ import annotations
