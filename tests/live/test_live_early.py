@@ -27,7 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from trajgrade import _core
-from trajgrade.live.early import early_capable, early_suite
+from trajgrade.live.early import EarlySuites, early_capable, early_suite
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.suites import suite_from_text
 from trajgrade.v1 import assertion_pb2, result_pb2, trace_pb2
@@ -372,6 +372,26 @@ def test_the_sub_suite_keeps_the_early_capable_assertions_once() -> None:
     assert sub.kinds == ("forbidden_tools", "step_count", "duration")
     plain = suite_from_text("name: p\nassertions:\n  - tool_called: {tool: x}\n")
     assert early_suite(grader, grader.compile_suite(plain.SerializeToString())) is None
+
+
+def test_sub_suites_of_registered_suites_live_as_long_as_the_routes_name_them() -> None:
+    grader = _core.Grader()
+    a, b = (
+        grader.compile_suite(
+            suite_from_text(
+                f"name: {name}\nassertions:\n  - forbidden_tools: {{tools: [x]}}\n"
+            ).SerializeToString(deterministic=True)
+        )
+        for name in ("a", "b")
+    )
+    subs = EarlySuites(grader)
+    named = frozenset({a.suite_id, b.suite_id})
+    assert subs.get(a, named) is not None and subs.get(b, named) is not None
+    assert len(subs) == 2
+    # Reloaded routes that name only b: a's sub-suite is dropped, b's kept.
+    reloaded = frozenset({b.suite_id})
+    kept = subs.get(b, reloaded)
+    assert len(subs) == 1 and subs.get(b, reloaded) is kept
 
 
 async def test_early_verdicts_are_not_written_back(make_live: LiveFactory, tmp_path: Path) -> None:

@@ -136,13 +136,23 @@ def early_suite(grader: _core.Grader, compiled: Any) -> EarlySuite | None:
 
 class EarlySuites:
     """Sub-suites of the suites registered with RegisterSuite (a route's `suite_id`), made on
-    first use and kept by id (a file's suite gets its own when the routes load)."""
+    first use and kept by id while the routes in force name it (a file's suite gets its own
+    when the routes load): at most one per `suite_id` of the routes file."""
 
     def __init__(self, grader: _core.Grader) -> None:
         self._grader = grader
         self._by_id: dict[str, EarlySuite | None] = {}
+        self._named: frozenset[str] = frozenset()
 
-    def get(self, compiled: Any) -> EarlySuite | None:
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, compiled: Any, named: frozenset[str]) -> EarlySuite | None:
+        """`compiled`'s sub-suite; `named`: the registered ids the routes in force name (a
+        new set, after a reload, drops the sub-suites of the ids it no longer names)."""
+        if named is not self._named:
+            self._by_id = {key: sub for key, sub in self._by_id.items() if key in named}
+            self._named = named
         suite_id = compiled.suite_id
         if suite_id not in self._by_id:
             try:

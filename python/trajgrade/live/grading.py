@@ -34,7 +34,7 @@ from trajgrade.importers.report import ImportReport
 from trajgrade.live import assembly, early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
-from trajgrade.live.routes import RoutesError, RoutesFile, SuiteRef
+from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink
 from trajgrade.live.watch import Published, WatchHub
 from trajgrade.live.writeback import LogWriter, now_ns, records
@@ -551,7 +551,7 @@ class LiveGrader:
 
     def _check_run(self, check: EarlyCheck, routes: Any) -> list[EarlyVerdict]:
         run = check.run
-        subs = [sub for ref in routes.suites_for(check.spans) if (sub := self._early(ref))]
+        subs = [sub for ref in routes.suites_for(check.spans) if (sub := self._early(ref, routes))]
         if not subs:
             return []
         self.metrics.early_checks.inc()
@@ -572,13 +572,13 @@ class LiveGrader:
                 out.append(EarlyVerdict(sub.suite_id, run.service, body))
         return out
 
-    def _early(self, ref: SuiteRef) -> EarlySuite | None:
+    def _early(self, ref: SuiteRef, routes: Routes) -> EarlySuite | None:
         if ref.early is not None:
             return ref.early
         if ref.compiled is not None:
             return None  # a suite file with no early-capable assertion
         suite = ref.resolve(self.grader)
-        return None if suite is None else self.early_suites.get(suite)
+        return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
     def _grade_run(self, run: Run, routes: Any) -> list[LiveResult] | str:
         """The run's results, or why it was not graded (counted when the trip commits it)."""
