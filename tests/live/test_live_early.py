@@ -534,3 +534,40 @@ async def eventually_items(watch: Watch, *, early: bool) -> list[Any]:
     pick = early_items if early else final_items
     await eventually(lambda: len(pick(watch)) >= 1, what="early" if early else "final")
     return pick(watch)
+
+
+async def test_a_run_is_checked_at_most_once_per_interval(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    """A run sent span by span (one export each, as a SimpleSpanProcessor does) is checked
+    once at its first span, then once when the interval is over, for every span that came
+    meanwhile: not once per span (each check maps every span so far). The forbidden call in
+    the second span is reported by that deferred check, with no span after it."""
+    (tmp_path / "forbid.yaml").write_text(
+        "name: forbid\nassertions:\n  - forbidden_tools: {tools: [delete_*]}\n", encoding="utf-8"
+    )
+    routes_text = f"""\
+routes:
+  - match: {{service.name: "early-*"}}
+    suites: ["{tmp_path / "forbid.yaml"}"]
+"""
+    live = await make_live(routes_text, early_verdicts=True, live_early_interval_ms=2000)
+    watch = await live.watch()
+    trace = bytes(range(2, 18))
+    started = time.monotonic()
+    for index in range(12):
+        name = "delete_file" if index == 1 else "get_weather"
+        tool = hand_span(
+            trace,
+            10 + index,
+            1,  # the root (span 1) never comes: the run stays open
+            f"execute_tool {name}",
+            **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+        )
+        await live.export(spans_request([tool]))
+    assert time.monotonic() - started < 2.0, "the exports took longer than the interval"
+    (early,) = await eventually_items(watch, early=True)
+    assert early.result.results[0].reason_code == "FORBIDDEN_TOOL"
+    assert time.monotonic() - started >= 1.9  # the deferred check, not one per export
+    assert live.metric("trajgrade_live_early_checks_total") == 2
+    assert not final_items(watch)

@@ -102,6 +102,7 @@ class Run:
     # Early verdicts (live/early.py): the version last checked, and the (suite id, assertion
     # index) pairs already reported (added to on the grading thread only).
     early_checked: int = -1
+    early_at: float = float("-inf")  # when its last check was taken (loop time)
     early_sent: set[tuple[str, int]] = field(default_factory=set)
 
     @property

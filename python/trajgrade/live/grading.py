@@ -172,8 +172,12 @@ class LiveGrader:
         self.routes = RoutesFile(settings.routes, grader, early=settings.early_verdicts)
         self.early_suites = EarlySuites(grader)
         # Open runs waiting for an early check, by key (a run is checked once however many
-        # requests touched it meanwhile).
+        # requests touched it meanwhile); those checked less than --live-early-interval-ms
+        # ago wait in _early_later for the one timer that moves them here.
         self._early_due: dict[str, Run] = {}
+        self._early_later: dict[str, Run] = {}
+        self._early_timer: asyncio.TimerHandle | None = None
+        self._early_interval_s = settings.live_early_interval_ms / 1000
         self.assembler = Assembler(
             AssemblyConfig(
                 group_by=settings.live_group_by,
@@ -269,6 +273,8 @@ class LiveGrader:
             for start in range(0, len(runs), _RUNS_PER_TRIP):
                 self._completed.put_nowait(runs[start : start + _RUNS_PER_TRIP])
         self._completed.put_nowait(None)
+        if self._early_timer is not None:
+            self._early_timer.cancel()
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
@@ -389,12 +395,35 @@ class LiveGrader:
         self._wake.set()
 
     def _schedule_early(self, runs: list[Run]) -> None:
+        """Runs due for an early check now, or (checked less than the interval ago) later:
+        each open run is checked at most once per interval, whatever its spans' pace."""
         wake = not self._early_due
+        now = asyncio.get_running_loop().time()
         for run in runs:
-            if len(run.spans) <= self.settings.live_early_max_spans:
+            if len(run.spans) > self.settings.live_early_max_spans:
+                continue
+            if now - run.early_at >= self._early_interval_s:
                 self._early_due[run.key] = run
+            else:
+                self._early_later[run.key] = run
+        self._arm_early()
         if wake and self._early_due:
             self._completed.put_nowait([])  # wakes the worker
+
+    def _arm_early(self) -> None:
+        if self._early_timer is not None or not self._early_later or self._closed:
+            return
+        at = min(run.early_at for run in self._early_later.values()) + self._early_interval_s
+        self._early_timer = asyncio.get_running_loop().call_at(at, self._early_tick)
+
+    def _early_tick(self) -> None:
+        """The interval of some waiting runs is over: due now (the rest wait on)."""
+        self._early_timer = None
+        now, interval = asyncio.get_running_loop().time(), self._early_interval_s
+        ready = [r for r in self._early_later.values() if now - r.early_at >= interval]
+        for run in ready:
+            del self._early_later[run.key]
+        self._schedule_early([run for run in ready if not run.completion])
 
     def _take_early(self) -> list[EarlyCheck]:
         """The due checks of runs still open that changed since their last check."""
@@ -406,6 +435,7 @@ class LiveGrader:
             if len(run.spans) > self.settings.live_early_max_spans:
                 continue
             run.early_checked = run.version
+            run.early_at = asyncio.get_running_loop().time()
             checks.append(EarlyCheck(run, list(run.spans), list(run.events)))
         return checks
 

@@ -315,6 +315,12 @@ class Settings:
     live_early_max_spans: int = _setting(
         1_000, "open runs with more spans than this get no early checks (bounds their cost)", int
     )
+    live_early_interval_ms: int = _setting(
+        100,
+        "an open run is checked for early verdicts at most once per this many ms (spans that "
+        "arrive sooner wait for the next check); 0: at every export that adds to it",
+        int,
+    )
     # Observability.
     metrics_port: int | None = _setting(
         None, "serve Prometheus metrics over HTTP on this port (worker i uses port+i)", _opt_int
@@ -383,6 +389,8 @@ class Settings:
             raise SettingsError("inline_work_units must be at least 1")
         if self.grace_period_s < 0:
             raise SettingsError("grace_period_s must not be negative")
+        if self.live_early_interval_ms < 0:
+            raise SettingsError("live_early_interval_ms must not be negative")
         if not self.listen:
             raise SettingsError("listen needs at least one address")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
