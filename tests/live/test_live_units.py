@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.assembly import (
     BYTES_CAP,
@@ -20,9 +21,10 @@ from trajgrade.live.assembly import (
     AssemblyConfig,
     IncomingSpan,
 )
-from trajgrade.live.sink import JsonlSink
+from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
 from trajgrade.regrade.diff import diff_files
+from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.v1 import grader_service_pb2
 
@@ -289,3 +291,29 @@ def test_export_headers_from_flags_and_env_are_masked() -> None:
     assert parse().describe()["otlp_export_header"] == []
     with pytest.raises(SystemExit):  # argparse: "invalid header value"
         parse("--otlp-export-endpoint", "c:1", "--otlp-export-header", "token")
+
+
+async def test_sink_writer_accounts_for_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = CollectorRegistry()
+    metrics = LiveMetrics(registry)
+    sink = JsonlSink(str(tmp_path / "results.jsonl"), max_bytes=1 << 20, keep=2)
+    writer = SinkWriter(sink, metrics)
+    writer.submit([b'{"a":1}\n', b'{"a":2}\n'])
+    assert await writer.finish(None) == 0
+    assert registry.get_sample_value("trajgrade_live_sink_rows_total") == 2
+
+    def full(lines: list[bytes]) -> None:
+        raise OSError(28, "No space left on device")
+
+    failing = SinkWriter(sink, metrics)
+    monkeypatch.setattr(sink, "write", full)
+    failing.submit([b'{"a":3}\n'] * 3)
+    assert await failing.finish(None) == 0  # written or failed: none left pending
+    assert failing.failed_rows == 3
+    assert registry.get_sample_value("trajgrade_live_sink_errors_total") == 1
+    assert registry.get_sample_value("trajgrade_live_sink_rows_total") == 2
+    failing.close()
+    writer.close()
+    assert (tmp_path / "results.jsonl").read_bytes() == b'{"a":1}\n{"a":2}\n'

@@ -35,7 +35,7 @@ from trajgrade.live import assembly, early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
-from trajgrade.live.sink import JsonlSink
+from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
 from trajgrade.live.writeback import LogWriter, now_ns, records
 from trajgrade.regrade.output import jsonl_line, outcome_row
@@ -201,26 +201,16 @@ class LiveGrader:
                 keep=settings.results_jsonl_keep,
             )
         )
+        self._sink_writer = None if self.sink is None else SinkWriter(self.sink, metrics)
         self.writer = (
             None
             if settings.otlp_export_endpoint is None
             else LogWriter(settings.export_target(), metrics)
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
-        self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._writes: set[asyncio.Future[None]] = set()
-        # Sink writes submitted and not yet written (id -> rows), and whether the drain gave
-        # up on them (the writer thread then writes and counts nothing more); under the lock.
-        self._sink_lock = threading.Lock()
-        self._sink_pending: dict[int, int] = {}
-        self._sink_jobs = 0
-        self._sink_busy = False
-        self._sink_abandoned = False
-        self._sink_failed_draining = 0  # rows of writes that failed once the drain began
-        self._sink_close_after = False  # the drain left the file to the write still running
         self._closed = False
         self._report = DrainReport()
         # Set by drain(): the grading thread grades no run after it (monotonic time).
@@ -266,6 +256,7 @@ class LiveGrader:
         self._closed = True
         deadline = None if grace_s is None else time.monotonic() + grace_s
         self._deadline = deadline
+        failed_before = 0 if self._sink_writer is None else self._sink_writer.failed_rows
         runs = self.assembler.close_all()
         if runs:
             log.info("draining: grading %d open runs as cut off", len(runs))
@@ -279,7 +270,11 @@ class LiveGrader:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
         await self._finish_grading(deadline)
-        unwritten = await self._finish_writes(deadline)
+        unwritten = 0
+        if self._sink_writer is not None:
+            # The sink's last writes: until the grading's end (the deadline and its margin).
+            unwritten = await self._sink_writer.finish(_left(deadline, _GRADING_MARGIN_S))
+            unwritten += self._sink_writer.failed_rows - failed_before
         self._update_gauges()
         unsent = 0
         if self.writer is not None:
@@ -308,30 +303,9 @@ class LiveGrader:
         self.metrics.watchers.set(0)
         # Idle by now (the worker has returned, the writes are done): never block the loop.
         self._grading.shutdown(wait=False)
-        self._writing.shutdown(wait=False)
-        if self.sink is not None:
-            with self._sink_lock:
-                # A write still running holds the file: it closes it when it returns.
-                self._sink_close_after = self._sink_busy
-            if not self._sink_close_after:
-                self.sink.close()
+        if self._sink_writer is not None:
+            self._sink_writer.close()
         return self._report
-
-    async def _finish_writes(self, deadline: float | None) -> int:
-        """Wait for the sink's last writes, until the grading's end (the deadline and its
-        margin); returns the rows not written by then (counted; a write still running may
-        yet land in the file, but was not confirmed in time) or whose write failed meanwhile
-        (counted as sink errors)."""
-        if self._writes:
-            await asyncio.wait(self._writes, timeout=_left(deadline, _GRADING_MARGIN_S))
-        with self._sink_lock:
-            self._sink_abandoned = True
-            unwritten = sum(self._sink_pending.values())
-            self._sink_pending.clear()
-            failed = self._sink_failed_draining
-        if unwritten:
-            self.metrics.sink_unwritten.inc(unwritten)
-        return unwritten + failed
 
     async def _finish_grading(self, deadline: float | None) -> None:
         """Wait for the worker: the grading thread stops at the deadline between two runs, the
@@ -710,40 +684,8 @@ class LiveGrader:
                         stamp,
                     )
                 )
-        if self.sink is not None and results:
-            lines = [result.sink_line() for result in results]
-            with self._sink_lock:
-                self._sink_jobs += 1
-                job = self._sink_jobs
-                self._sink_pending[job] = len(lines)
-            future = asyncio.wrap_future(self._writing.submit(self._write, job, lines))
-            self._writes.add(future)
-            future.add_done_callback(self._writes.discard)
-
-    def _write(self, job: int, lines: list[bytes]) -> None:
-        assert self.sink is not None
-        with self._sink_lock:
-            if self._sink_abandoned:
-                return  # the drain's time is up: counted as not written there
-            self._sink_busy = True
-        try:
-            self.sink.write(lines)
-        except OSError:
-            self.metrics.sink_errors.inc()
-            log.exception("results sink: %d rows not written", len(lines))
-            if self._closed:
-                with self._sink_lock:
-                    self._sink_failed_draining += len(lines)
-            return
-        finally:
-            with self._sink_lock:
-                self._sink_busy = False
-                written = self._sink_pending.pop(job, None) is not None
-                close = self._sink_close_after
-            if close:
-                self.sink.close()
-        if written:  # else the drain gave up on it first and counted it
-            self.metrics.sink_rows.inc(len(lines))
+        if self._sink_writer is not None and results:
+            self._sink_writer.submit([result.sink_line() for result in results])
 
     def _count(self, result: LiveResult) -> None:
         outcome = result.outcome
