@@ -8,12 +8,13 @@ calls `add_spans` / `add_events` as requests arrive and `due(now)` from its sing
 from __future__ import annotations
 
 import heapq
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trajgrade.importers.otlp import EventRecord, SpanRecord
+from trajgrade.live.graded import GradedIds
 
 # The explicit end of a run: a span attribute set to true, or a span event of this name.
 END_ATTRIBUTE = "trajgrade.run.end"
@@ -26,10 +27,6 @@ IDLE_TIMEOUT = "idle_timeout"
 OPEN_TRACES_CAP = "open_traces_cap"
 BYTES_CAP = "bytes_cap"
 SHUTDOWN = "shutdown"
-
-# Why a graded trace id was forgotten (a span of it then starts a new run).
-FORGOT_WINDOW = "window"
-FORGOT_CAP = "cap"
 
 # Span outcomes, as counted in trajgrade_live_spans_total{outcome}.
 ACCEPTED = "accepted"
@@ -148,12 +145,8 @@ class Assembler:
         self._open: OrderedDict[str, Run] = OrderedDict()
         # trace id -> run key (differs from the trace id only with group_by).
         self._key_of_trace: dict[str, str] = {}
-        # Graded trace ids -> (the key they were graded under, when last seen): their spans
-        # are late. Oldest first (grading and each late span move an id to the end), so the
-        # window and the cap forget from the front: O(1) amortised.
-        self._graded: OrderedDict[str, tuple[str, float]] = OrderedDict()
-        # Ids forgotten since the last take_forgotten(), by FORGOT_* reason.
-        self._forgotten: Counter[str] = Counter()
+        # Graded trace ids -> the key they were graded under: their spans are late.
+        self._graded = GradedIds(config.late_window_s, config.late_memory)
         self._now = 0.0
         self._timers: list[tuple[float, int, str]] = []
         self.bytes_held = 0
@@ -171,7 +164,8 @@ class Assembler:
 
     def take_forgotten(self) -> dict[str, int]:
         """Graded ids forgotten since the last call, by reason (the window or the cap)."""
-        out, self._forgotten = dict(self._forgotten), Counter()
+        out = dict(self._graded.forgotten)
+        self._graded.forgotten.clear()
         return out
 
     def add_spans(self, spans: Iterable[IncomingSpan], now: float) -> AddOutcome:
@@ -260,12 +254,10 @@ class Assembler:
 
     def _late(self, trace_id: str, out: AddOutcome) -> bool:
         """A span or event of a graded trace still remembered: counted late, remembered anew."""
-        graded = self._graded.get(trace_id)
-        if graded is None:
+        key = self._graded.key_of(trace_id)
+        if key is None:
             return False
-        key = graded[0]
-        self._graded[trace_id] = (key, self._now)
-        self._graded.move_to_end(trace_id)
+        self._graded.remember(trace_id, key, self._now)
         out.count(LATE)
         out.late_runs[key] = out.late_runs.get(key, 0) + 1
         return True
@@ -273,14 +265,7 @@ class Assembler:
     def _tick(self, now: float) -> None:
         """The clock moves on: forget the graded ids last seen more than the window ago."""
         self._now = max(self._now, now)
-        horizon = self._now - self.config.late_window_s
-        graded = self._graded
-        while graded:
-            trace_id, (_, seen) = next(iter(graded.items()))
-            if seen > horizon:
-                break
-            del graded[trace_id]
-            self._forgotten[FORGOT_WINDOW] += 1
+        self._graded.expire(self._now)
 
     def _run_for(self, trace_id: str, group: str | None, now: float, out: AddOutcome) -> Run | None:
         """The open run of a trace id, made (or merged, when its group becomes known) as
@@ -381,11 +366,7 @@ class Assembler:
         self.bytes_held -= run.size
         for trace_id in run.trace_ids:
             self._key_of_trace.pop(trace_id, None)
-            self._graded[trace_id] = (key, self._now)
-            self._graded.move_to_end(trace_id)
-        while len(self._graded) > self.config.late_memory:
-            self._graded.popitem(last=False)
-            self._forgotten[FORGOT_CAP] += 1
+            self._graded.remember(trace_id, key, self._now)
         return run
 
 
