@@ -301,7 +301,7 @@ class LiveGrader:
             )
         self.hub.close()
         self.metrics.watchers.set(0)
-        # Idle by now (the worker has returned, the writes are done): never block the loop.
+        # Never block the loop: the threads are idle by now, or were given up on.
         self._grading.shutdown(wait=False)
         if self._sink_writer is not None:
             self._sink_writer.close()
