@@ -273,7 +273,9 @@ def start_floor() -> Server:
     return Server(process, port)
 
 
-def start_trajgrade(workdir: Path, settle_s: float, early: bool = False) -> Server:
+def start_trajgrade(
+    workdir: Path, settle_s: float, early: bool = False, late_window_s: float | None = None
+) -> Server:
     otlp_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     trajgrade = Path(sys.executable).with_name("trajgrade")
     command = [
@@ -287,6 +289,8 @@ def start_trajgrade(workdir: Path, settle_s: float, early: bool = False) -> Serv
         "--watch-queue-size", "1000000",
         "--early-verdicts" if early else "--no-early-verdicts",
     ]  # fmt: skip
+    if late_window_s is not None:
+        command += ["--live-late-window-s", str(late_window_s)]
     process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     server = Server(process, otlp_port, grpc_port, metrics_port)
     _ready(grpc_port)
@@ -432,6 +436,12 @@ def main() -> int:
     parser.add_argument("--rss-short-s", type=float, default=10.0)
     parser.add_argument("--rss-long-s", type=float, default=30.0)
     parser.add_argument(
+        "--late-window-s",
+        type=float,
+        help="RSS rows: the server's --live-late-window-s (unset: its default, 3 idle timeouts; "
+        "the memory of graded ids is flat once the window, or the count cap, is reached)",
+    )
+    parser.add_argument(
         "--rows",
         default="throughput,latency,rss",
         help="comma-separated rows to run: throughput (with its floor), latency, rss, early",
@@ -507,7 +517,7 @@ def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements) -> No
             ("rss_short", args.rss_short_s, m.rss_short),
             ("rss_long", args.rss_long_s, m.rss_long),
         ):
-            server = start_trajgrade(workdir, args.settle_s)
+            server = start_trajgrade(workdir, args.settle_s, late_window_s=args.late_window_s)
             try:
                 paced(server, args.rss_rate, seconds, watch=False)
                 into.append(server.peak_rss_kib())
@@ -565,7 +575,8 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
         short, long_ = med(m.rss_short), med(m.rss_long)
         rows += [
             [
-                f"peak RSS after {args.rss_short_s:g} s at {rate(args.rss_rate)} traces/s",
+                f"peak RSS after {args.rss_short_s:g} s at {rate(args.rss_rate)} traces/s"
+                + ("" if args.late_window_s is None else f", late window {args.late_window_s:g} s"),
                 f"{short / 1024:,.1f} MiB",
                 ratio(1.0),
                 last["rss_short"],

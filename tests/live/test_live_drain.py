@@ -1,29 +1,36 @@
 """SIGTERM on a `trajgrade serve` process (unix sockets) with an open run: it is graded as cut
 off (completion `shutdown`), sent to watchers and written to the sink before the exit (0).
 SIGHUP before it reloads the routes. With more open runs than the grace period can grade and a
-write-back endpoint that never answers, the exit still comes within the grace period, and what
-did not fit is counted."""
+write-back endpoint that never answers, the exit still comes within the grace period, what did
+not fit is counted, and the exit code says results were lost (3). In-process: a grading thread
+or a sink write still busy past the deadline is given up on, every run and row counted."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
+import logging
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from trajgrade.live import grading
+from trajgrade.live.assembly import Run
 from trajgrade.live.writeback import LogWriter
+from trajgrade.server.app import EXIT_DRAINED, EXIT_LIVE_LOST
 from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc
 
 from .conftest import (
     TRACE_EXPORT,
+    LiveFactory,
     Watch,
     by_trace,
     eventually,
@@ -43,24 +50,31 @@ routes:
 """
 
 
+def serve_command(directory: Path, *flags: str) -> list[str]:
+    """`trajgrade serve` with the API and the OTLP/gRPC receiver on unix sockets in
+    `directory` (api.sock, otlp.sock), its routes.yaml, the sink out.jsonl, and runs that
+    stay open (a long idle timeout) until SIGTERM."""
+    return [
+        sys.executable, "-m", "trajgrade", "serve",
+        "--listen", f"unix:{directory / 'api.sock'}",
+        "--otlp-grpc", f"unix:{directory / 'otlp.sock'}",
+        "--routes", str(directory / "routes.yaml"),
+        "--results-jsonl", str(directory / "out.jsonl"),
+        "--live-idle-timeout-s", "600",
+        *flags,
+    ]  # fmt: skip
+
+
 async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: Path) -> None:
     write_config(tmp_path)
     api, otlp_socket, sink = tmp_path / "api.sock", tmp_path / "otlp.sock", tmp_path / "out.jsonl"
     log = (tmp_path / "serve.log").open("wb")
     process = subprocess.Popen(
-        [
-            sys.executable, "-m", "trajgrade", "serve",
-            "--listen", f"unix:{api}",
-            "--otlp-grpc", f"unix:{otlp_socket}",
-            "--routes", str(tmp_path / "routes.yaml"),
-            "--results-jsonl", str(sink),
-            "--live-idle-timeout-s", "600",
-            "--live-settle-s", "0.2",
-            "--routes-poll-s", "3600",  # only SIGHUP reloads the routes here
-        ],
+        # Only SIGHUP reloads the routes here (the poll is an hour away).
+        serve_command(tmp_path, "--live-settle-s", "0.2", "--routes-poll-s", "3600"),
         env=subprocess_env(),
         stderr=log,
-    )  # fmt: skip
+    )
     channel = grpc.aio.insecure_channel(f"unix:{api}")
     otlp_channel = grpc.aio.insecure_channel(f"unix:{otlp_socket}")
     try:
@@ -89,7 +103,8 @@ async def test_sigterm_grades_open_runs_as_cut_off(spans_file: Path, tmp_path: P
         await eventually(lambda: "routes reloaded" in serve_log.read_text(), what="the reload")
         process.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(process.wait, 60)
-        assert code == 0, (tmp_path / "serve.log").read_text()
+        # Every open run graded and written: nothing lost.
+        assert code == EXIT_DRAINED, (tmp_path / "serve.log").read_text()
         await asyncio.wait_for(reader, 10)
     finally:
         if process.poll() is None:
@@ -155,20 +170,10 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
     serve_log = tmp_path / "serve.log"
     log = serve_log.open("wb")
     process = subprocess.Popen(
-        [
-            sys.executable, "-m", "trajgrade", "serve",
-            "--listen", f"unix:{api}",
-            "--otlp-grpc", f"unix:{otlp_socket}",
-            "--routes", str(tmp_path / "routes.yaml"),
-            "--results-jsonl", str(sink),
-            "--live-idle-timeout-s", "600",
-            "--grace-period-s", str(GRACE_S),
-            "--log-format", "json",
-            *export,
-        ],
+        serve_command(tmp_path, "--grace-period-s", str(GRACE_S), "--log-format", "json", *export),
         env=subprocess_env(),
         stderr=log,
-    )  # fmt: skip
+    )
     otlp_channel = grpc.aio.insecure_channel(f"unix:{otlp_socket}")
     try:
         await eventually(lambda: otlp_socket.exists() and api.exists(), what="the sockets")
@@ -193,7 +198,8 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
         silent.close()
         await otlp_channel.close()
     lines = serve_log.read_text().splitlines()
-    assert code == 0, "\n".join(lines[-20:])
+    # The server's own calls drained, but open runs were not graded: results lost.
+    assert code == EXIT_LIVE_LOST, "\n".join(lines[-20:])
     tail = "\n".join(lines[-8:])
     print(f"exit {elapsed:.2f}s after SIGTERM (grace {GRACE_S}s)")
     assert elapsed < GRACE_S + EXIT_MARGIN_S, f"exit took {elapsed:.2f}s\n{tail}"
@@ -212,3 +218,78 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
     # Records past the write-back queue's bound were dropped as they came (dropped_queue_full).
     queue_size = inspect.signature(LogWriter).parameters["queue_size"].default
     assert summary["writeback_unsent"] == min(records, queue_size), tail
+
+
+async def test_worker_busy_past_the_deadline_accounts_for_every_run(
+    make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain abandons a grading thread still busy past its deadline and margin: what it
+    graded of its trip is still published, the run it is on and the rest are grace_expired,
+    and the thread, when it finishes, counts nothing more."""
+    monkeypatch.setattr(grading, "_GRADING_MARGIN_S", 0.2)
+    live = await make_live()
+    grader = live.server.live
+    (request,) = open_runs(spans_file, 3)
+    await live.export(request)
+    assert grader.assembler.open_runs == 3
+    slow_key = (2).to_bytes(16, "big").hex()
+    grade_run = grader._grade_run
+
+    def slow(run: Run, routes: Any) -> Any:
+        if run.key == slow_key:
+            time.sleep(2.0)  # the grading thread, stuck on one run
+        return grade_run(run, routes)
+
+    monkeypatch.setattr(grader, "_grade_run", slow)
+    started = time.monotonic()
+    report = await grader.drain(0.3)
+    assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+    assert report == grading.DrainReport(runs_open=3, runs_not_graded=2) and report.lost
+
+    def counts() -> tuple[float, ...]:
+        return (
+            live.metric("trajgrade_live_traces_assembled_total", completion="shutdown"),
+            live.metric("trajgrade_live_traces_dropped_total", reason="grace_expired"),
+            live.metric("trajgrade_live_spans_total", outcome="graded"),
+            live.metric("trajgrade_live_sink_rows_total"),
+        )
+
+    spans_per_run = len(request.resource_spans) // 3
+    expected = (3.0, 2.0, float(spans_per_run), 1.0)
+    assert counts() == expected
+    assert len(live.sink_lines()) == 1
+    await asyncio.sleep(2.0)  # the thread finishes the slow run: committed nowhere
+    assert counts() == expected
+
+
+async def test_sink_last_writes_are_bounded_by_the_grace_period(
+    make_live: LiveFactory,
+    spans_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sink whose disk hangs does not hold the drain past its deadline and margin: the rows
+    not written by then are counted and logged, and the writer counts nothing more later."""
+    monkeypatch.setattr(grading, "_GRADING_MARGIN_S", 0.2)
+    live = await make_live()
+    grader = live.server.live
+    assert grader.sink is not None
+    (request,) = open_runs(spans_file, 3)
+    await live.export(request)
+
+    def hung(lines: list[bytes]) -> None:
+        time.sleep(2.0)  # a disk that does not answer in time; nothing reaches the file
+
+    monkeypatch.setattr(grader.sink, "write", hung)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, "trajgrade.live"):
+        report = await grader.drain(0.3)
+    assert time.monotonic() - started < 0.3 + 0.2 + 0.5
+    assert report == grading.DrainReport(runs_open=3, sink_unwritten=3) and report.lost
+    # The three runs were graded and published, their rows never written.
+    assert live.metric("trajgrade_live_traces_assembled_total", completion="shutdown") == 3
+    assert live.metric("trajgrade_live_sink_rows_unwritten_total") == 3
+    (summary,) = [r for r in caplog.records if hasattr(r, "sink_unwritten")]
+    assert (summary.runs_not_graded, summary.sink_unwritten) == (0, 3)  # type: ignore[attr-defined]
+    await asyncio.sleep(2.0)  # the write returns: not counted as written
+    assert live.metric("trajgrade_live_sink_rows_total") == 0

@@ -20,11 +20,14 @@ from typing import Any
 import pytest
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1 import trace_pb2 as otlp_trace_pb2
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from trajgrade import _core
-from trajgrade.live.early import early_capable, early_suite
+from trajgrade.live.early import EarlySuites, early_capable, early_suite
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.suites import suite_from_text
 from trajgrade.v1 import assertion_pb2, result_pb2, trace_pb2
@@ -371,6 +374,26 @@ def test_the_sub_suite_keeps_the_early_capable_assertions_once() -> None:
     assert early_suite(grader, grader.compile_suite(plain.SerializeToString())) is None
 
 
+def test_sub_suites_of_registered_suites_live_as_long_as_the_routes_name_them() -> None:
+    grader = _core.Grader()
+    a, b = (
+        grader.compile_suite(
+            suite_from_text(
+                f"name: {name}\nassertions:\n  - forbidden_tools: {{tools: [x]}}\n"
+            ).SerializeToString(deterministic=True)
+        )
+        for name in ("a", "b")
+    )
+    subs = EarlySuites(grader)
+    named = frozenset({a.suite_id, b.suite_id})
+    assert subs.get(a, named) is not None and subs.get(b, named) is not None
+    assert len(subs) == 2
+    # Reloaded routes that name only b: a's sub-suite is dropped, b's kept.
+    reloaded = frozenset({b.suite_id})
+    kept = subs.get(b, reloaded)
+    assert len(subs) == 1 and subs.get(b, reloaded) is kept
+
+
 async def test_early_verdicts_are_not_written_back(make_live: LiveFactory, tmp_path: Path) -> None:
     server, sink, port = await start_sink()
     try:
@@ -429,3 +452,122 @@ def test_failures_are_read_from_reason_codes_and_counts(calls: list[str], early:
         sub.compiled.grade_batch([trace.SerializeToString()])[0]
     )
     assert [index for index, _ in sub.failures(outcome)] == early
+
+
+OVERTURN_SUITE = """\
+name: overturn
+assertions:
+  - tool_count: {tool: get_weather, max: 1}
+"""
+
+
+def hand_span(
+    trace: bytes, span_id: int, parent: int | None, name: str, **attrs: str
+) -> otlp_trace_pb2.Span:
+    span = otlp_trace_pb2.Span(
+        trace_id=trace,
+        span_id=span_id.to_bytes(8, "big"),
+        parent_span_id=b"" if parent is None else parent.to_bytes(8, "big"),
+        name=name,
+        start_time_unix_nano=1_000_000_000 + span_id,
+        end_time_unix_nano=2_000_000_000 - span_id,
+    )
+    for key, value in attrs.items():
+        span.attributes.add(key=key, value=AnyValue(string_value=value))
+    return span
+
+
+def spans_request(spans: list[otlp_trace_pb2.Span]) -> trace_service_pb2.ExportTraceServiceRequest:
+    request = trace_service_pb2.ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.add(
+        key="service.name", value=AnyValue(string_value="early-agent")
+    )
+    resource_spans.scope_spans.add().spans.extend(spans)
+    return request
+
+
+async def test_an_early_verdict_can_be_overturned_by_spans_arriving_out_of_order(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    """Early failures are monotone in the calls, not in the spans: the mapping merges an MCP
+    tool span into the agent's tool span of the same tool above it (one call), but only once
+    the spans between them are in. Sent out of order (a Collector's parallel queues), the
+    agent's tool span and the MCP span arrive before the wrapper span that links them: two
+    calls on the spans so far, over tool_count's max, reported early; once the wrapper is in,
+    one call, and the final result passes: the early verdict is counted as overturned."""
+    (tmp_path / "overturn.yaml").write_text(OVERTURN_SUITE, encoding="utf-8")
+    routes_text = f"""\
+routes:
+  - match: {{service.name: "early-*"}}
+    suites: ["{tmp_path / "overturn.yaml"}"]
+"""
+    live = await make_live(routes_text, early_verdicts=True)
+    watch = await live.watch()
+    trace = bytes(range(1, 17))
+    root = hand_span(
+        trace, 1, None, "invoke_agent weather", **{"gen_ai.operation.name": "invoke_agent"}
+    )
+    tool = hand_span(
+        trace,
+        2,
+        1,
+        "execute_tool get_weather",
+        **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"},
+    )
+    wrapper = hand_span(trace, 3, 2, "tool wrapper")
+    mcp = hand_span(trace, 4, 3, "tools/call get_weather", **{"mcp.method.name": "tools/call"})
+    await live.export(spans_request([tool, mcp]))
+    (early,) = await eventually_items(watch, early=True)
+    assert early.result.results[0].reason_code == "COUNT_OUT_OF_RANGE"
+    await live.export(spans_request([wrapper, root]))
+    (final,) = await eventually_items(watch, early=False)
+    assert final.result.verdict == result_pb2.VERDICT_PASS
+    await eventually(
+        lambda: live.metric("trajgrade_live_early_outcomes_total", outcome="overturned") == 1,
+        what="the overturned count",
+    )
+    assert live.metric("trajgrade_live_early_outcomes_total", outcome="confirmed") == 0
+
+
+async def eventually_items(watch: Watch, *, early: bool) -> list[Any]:
+    pick = early_items if early else final_items
+    await eventually(lambda: len(pick(watch)) >= 1, what="early" if early else "final")
+    return pick(watch)
+
+
+async def test_a_run_is_checked_at_most_once_per_interval(
+    make_live: LiveFactory, tmp_path: Path
+) -> None:
+    """A run sent span by span (one export each, as a SimpleSpanProcessor does) is checked
+    once at its first span, then once when the interval is over, for every span that came
+    meanwhile: not once per span (each check maps every span so far). The forbidden call in
+    the second span is reported by that deferred check, with no span after it."""
+    (tmp_path / "forbid.yaml").write_text(
+        "name: forbid\nassertions:\n  - forbidden_tools: {tools: [delete_*]}\n", encoding="utf-8"
+    )
+    routes_text = f"""\
+routes:
+  - match: {{service.name: "early-*"}}
+    suites: ["{tmp_path / "forbid.yaml"}"]
+"""
+    live = await make_live(routes_text, early_verdicts=True, live_early_interval_ms=2000)
+    watch = await live.watch()
+    trace = bytes(range(2, 18))
+    started = time.monotonic()
+    for index in range(12):
+        name = "delete_file" if index == 1 else "get_weather"
+        tool = hand_span(
+            trace,
+            10 + index,
+            1,  # the root (span 1) never comes: the run stays open
+            f"execute_tool {name}",
+            **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name},
+        )
+        await live.export(spans_request([tool]))
+    assert time.monotonic() - started < 2.0, "the exports took longer than the interval"
+    (early,) = await eventually_items(watch, early=True)
+    assert early.result.results[0].reason_code == "FORBIDDEN_TOOL"
+    assert time.monotonic() - started >= 1.9  # the deferred check, not one per export
+    assert live.metric("trajgrade_live_early_checks_total") == 2
+    assert not final_items(watch)

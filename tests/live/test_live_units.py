@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.assembly import (
     BYTES_CAP,
@@ -18,9 +19,11 @@ from trajgrade.live.assembly import (
     AssemblyConfig,
     IncomingSpan,
 )
-from trajgrade.live.sink import JsonlSink
+from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
+from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
 from trajgrade.regrade.diff import diff_files
+from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings, SettingsError
 from trajgrade.v1 import grader_service_pb2
 
@@ -115,6 +118,44 @@ def test_graded_ids_are_remembered_within_the_bound() -> None:
     # a fell out of the memory: its span opens a new run (counted accepted, not late).
     out = assembler.add_spans([span("a", "1", parent="0")], now=3.0)
     assert (out.late, out.counts.get("accepted")) == (0, 1)
+    assert assembler.take_forgotten() == {FORGOT_CAP: 1}
+
+
+def test_graded_ids_are_forgotten_after_the_window() -> None:
+    # A window of 10 s, in generations of 1.25 s: an id is forgotten 10 to 11.25 s after its
+    # last span.
+    assembler = Assembler(AssemblyConfig(late_window_s=10.0, settle_s=1.0))
+    assembler.add_spans([span("a", "0")], now=0.0)
+    assembler.add_spans([span("b", "0")], now=5.0)
+    assert len(assembler.due(now=6.0)) == 2  # both graded at 6
+    # A late span keeps its id remembered for another window from then.
+    assert assembler.add_spans([span("a", "1", parent="0")], now=15.0).late == 1
+    assert assembler.take_forgotten() == {}
+    # b (graded at 6) is forgotten at 17.25 (11.25 s on), a (late at 15) is not.
+    assembler.due(now=17.2)
+    assert (assembler.graded_ids, assembler.take_forgotten()) == (2, {})
+    assert assembler.add_spans([span("a", "2", parent="0")], now=17.25).late == 1
+    assert (assembler.graded_ids, assembler.take_forgotten()) == (1, {FORGOT_WINDOW: 1})
+    out = assembler.add_spans([span("b", "2", parent="0")], now=17.3)
+    assert (out.late, out.counts.get("accepted"), assembler.open_runs) == (0, 1, 1)
+    # The timer forgets too, without a span: a is gone by 11.25 s after its last late span.
+    assembler.due(now=28.5)
+    assert (assembler.graded_ids, assembler.take_forgotten()) == (0, {FORGOT_WINDOW: 1})
+
+
+def test_graded_ids_stay_flat_under_a_sustained_stream() -> None:
+    # 100 runs a second, each settled 1 s after its root: the window holds 5 to 5.625 s of
+    # them (a generation is an eighth of it, begun at the first tick after the last one's).
+    assembler = Assembler(AssemblyConfig(late_window_s=5.0, settle_s=1.0))
+    most = 0
+    for tick in range(3000):
+        now = tick / 100
+        assembler.add_spans([span(f"t{tick}", "0")], now=now)
+        assembler.due(now)
+        most = max(most, assembler.graded_ids)
+    assert 500 <= most <= 100 * (5.625 + 0.01) + 1
+    graded = 3000 - assembler.open_runs
+    assert assembler.take_forgotten()[FORGOT_WINDOW] == graded - assembler.graded_ids
 
 
 async def test_slow_watcher_is_cut_and_others_go_on() -> None:
@@ -255,3 +296,47 @@ def test_export_headers_from_flags_and_env_are_masked() -> None:
     assert parse().describe()["otlp_export_header"] == []
     with pytest.raises(SystemExit):  # argparse: "invalid header value"
         parse("--otlp-export-endpoint", "c:1", "--otlp-export-header", "token")
+
+
+async def test_sink_writer_accounts_for_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = CollectorRegistry()
+    metrics = LiveMetrics(registry)
+    sink = JsonlSink(str(tmp_path / "results.jsonl"), max_bytes=1 << 20, keep=2)
+    writer = SinkWriter(sink, metrics)
+    writer.submit([b'{"a":1}\n', b'{"a":2}\n'])
+    assert await writer.finish(None) == 0
+    assert registry.get_sample_value("trajgrade_live_sink_rows_total") == 2
+
+    def full(lines: list[bytes]) -> None:
+        raise OSError(28, "No space left on device")
+
+    failing = SinkWriter(sink, metrics)
+    monkeypatch.setattr(sink, "write", full)
+    failing.submit([b'{"a":3}\n'] * 3)
+    assert await failing.finish(None) == 0  # written or failed: none left pending
+    assert failing.failed_rows == 3
+    assert registry.get_sample_value("trajgrade_live_sink_errors_total") == 1
+    assert registry.get_sample_value("trajgrade_live_sink_rows_total") == 2
+    failing.close()
+    writer.close()
+    assert (tmp_path / "results.jsonl").read_bytes() == b'{"a":1}\n{"a":2}\n'
+
+
+def test_graded_ids_cap_forgets_the_oldest_and_a_refiled_id_moves_on() -> None:
+    graded = GradedIds(window_s=80.0, cap=3)  # generations of 10 s
+    for at, trace_id in enumerate(("a", "b", "c")):
+        graded.remember(trace_id, trace_id, now=at * 10.0)
+    graded.remember("a", "a", now=30.0)  # a late span: a is now the newest
+    graded.remember("d", "session-1", now=31.0)  # over the cap: b, the oldest, goes
+    assert [graded.key_of(t) for t in "abcd"] == ["a", None, "c", "session-1"]
+    assert graded.forgotten == {FORGOT_CAP: 1}
+    # a's old place (generation 0, gone at 90) is stale: its expiry does not forget a.
+    graded.expire(now=90.0)
+    assert (len(graded), graded.forgotten) == (3, {FORGOT_CAP: 1})
+    graded.expire(now=110.0)  # c's generation (20 to 30) ends its window
+    assert [graded.key_of(t) for t in "acd"] == ["a", None, "session-1"]
+    assert graded.forgotten == {FORGOT_CAP: 1, FORGOT_WINDOW: 1}
+    graded.expire(now=120.0)
+    assert len(graded) == 0 and graded.forgotten[FORGOT_WINDOW] == 3

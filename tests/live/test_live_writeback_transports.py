@@ -319,9 +319,10 @@ async def test_grpc_mutual_tls_needs_the_client_certificate(
 
 
 class ThrottlingSink(LogsSink):
-    """A gRPC logs receiver whose first call is RESOURCE_EXHAUSTED with a RetryInfo delay."""
+    """A gRPC logs receiver whose first call is RESOURCE_EXHAUSTED, with a RetryInfo delay
+    or (`delay_s` None) without one."""
 
-    def __init__(self, delay_s: int) -> None:
+    def __init__(self, delay_s: int | None) -> None:
         super().__init__()
         self.delay_s = delay_s
         self.at: list[float] = []
@@ -331,18 +332,22 @@ class ThrottlingSink(LogsSink):
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         self.at.append(time.monotonic())
         if len(self.at) == 1:
-            info = error_details_pb2.RetryInfo()
-            info.retry_delay.FromSeconds(self.delay_s)
             status = status_pb2.Status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
             status.message = "slow down"
-            status.details.add().Pack(info)
+            if self.delay_s is not None:
+                info = error_details_pb2.RetryInfo()
+                info.retry_delay.FromSeconds(self.delay_s)
+                status.details.add().Pack(info)
             await context.abort_with_status(rpc_status.to_status(status))
         return await super().Export(request, context)
 
 
-async def test_grpc_retry_info_sets_the_delay(make_live: LiveFactory, spans_file: Path) -> None:
+@pytest.mark.parametrize("retry_info", [True, False], ids=["with_retry_info", "without"])
+async def test_grpc_resource_exhausted_is_retried_only_with_retry_info(
+    make_live: LiveFactory, spans_file: Path, retry_info: bool
+) -> None:
     server = grpc.aio.server()
-    sink = ThrottlingSink(delay_s=1)
+    sink = ThrottlingSink(delay_s=1 if retry_info else None)
     logs_service_pb2_grpc.add_LogsServiceServicer_to_server(sink, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -350,10 +355,17 @@ async def test_grpc_retry_info_sets_the_delay(make_live: LiveFactory, spans_file
         live = await make_live(
             otlp_export_endpoint=f"http://127.0.0.1:{port}", otlp_export_protocol="grpc"
         )
-        live.server.live.writer.backoff_s = 600.0  # only the RetryInfo delay brings the retry
+        # With RetryInfo only its delay brings the retry; without, a retry would come at once.
+        live.server.live.writer.backoff_s = 600.0 if retry_info else 0.01
         expected = await grade_one(live, spans_file)
-        await eventually(lambda: sent(live) == expected, what="the retried batch")
-        assert sink.at[1] - sink.at[0] >= 0.9
+        if retry_info:
+            await eventually(lambda: sent(live) == expected, what="the retried batch")
+            assert sink.at[1] - sink.at[0] >= 0.9
+        else:
+            # OTLP: RESOURCE_EXHAUSTED without RetryInfo is not retryable: dropped at once.
+            await eventually(lambda: sent(live, "failed") == expected, what="the failed count")
+            await asyncio.sleep(0.2)  # room for a wrong retry to show
+            assert (len(sink.at), sent(live)) == (1, 0)
         assert live.metric("trajgrade_live_writeback_errors_total", code="RESOURCE_EXHAUSTED") == 1
     finally:
         await server.stop(0)

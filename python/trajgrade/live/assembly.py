@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trajgrade.importers.otlp import EventRecord, SpanRecord
+from trajgrade.live.graded import GradedIds
 
 # The explicit end of a run: a span attribute set to true, or a span event of this name.
 END_ATTRIBUTE = "trajgrade.run.end"
@@ -47,6 +48,9 @@ class AssemblyConfig:
     max_spans_per_trace: int = 10_000
     max_bytes: int = 256 * 1024 * 1024
     on_cap: str = "grade"  # or "refuse"
+    # Graded trace ids are remembered (their spans are late) for this long since their last
+    # span, and at most this many: whichever comes first forgets an id.
+    late_window_s: float = 900.0
     late_memory: int = 100_000
 
 
@@ -95,6 +99,7 @@ class Run:
     # Early verdicts (live/early.py): the version last checked, and the (suite id, assertion
     # index) pairs already reported (added to on the grading thread only).
     early_checked: int = -1
+    early_at: float = float("-inf")  # when its last check was taken (loop time)
     early_sent: set[tuple[str, int]] = field(default_factory=set)
 
     @property
@@ -140,8 +145,9 @@ class Assembler:
         self._open: OrderedDict[str, Run] = OrderedDict()
         # trace id -> run key (differs from the trace id only with group_by).
         self._key_of_trace: dict[str, str] = {}
-        # Graded trace ids -> the key they were graded under (LRU): their spans are late.
-        self._graded: OrderedDict[str, str] = OrderedDict()
+        # Graded trace ids -> the key they were graded under: their spans are late.
+        self._graded = GradedIds(config.late_window_s, config.late_memory)
+        self._now = 0.0
         self._timers: list[tuple[float, int, str]] = []
         self.bytes_held = 0
         # Arrival sequence: the mapping's `order` (ties in time keep arrival order).
@@ -151,10 +157,22 @@ class Assembler:
     def open_runs(self) -> int:
         return len(self._open)
 
+    @property
+    def graded_ids(self) -> int:
+        """Graded trace ids remembered now (for late spans)."""
+        return len(self._graded)
+
+    def take_forgotten(self) -> dict[str, int]:
+        """Graded ids forgotten since the last call, by reason (the window or the cap)."""
+        out = dict(self._graded.forgotten)
+        self._graded.forgotten.clear()
+        return out
+
     def add_spans(self, spans: Iterable[IncomingSpan], now: float) -> AddOutcome:
         """Take the spans of one request; returns what became of them, and the runs that an
         end marker or a cap completed."""
         out = AddOutcome()
+        self._tick(now)
         touched: dict[str, Run] = {}
         for span in spans:
             run = self._add_span(span, now, out)
@@ -171,13 +189,10 @@ class Assembler:
     def add_events(self, events: Iterable[EventRecord], now: float) -> AddOutcome:
         """Take GenAI log events (OTLP logs); an event for a graded trace is late."""
         out = AddOutcome()
+        self._tick(now)
         touched: dict[str, Run] = {}
         for event in events:
-            if event.trace_id in self._graded:
-                self._graded.move_to_end(event.trace_id)
-                out.count(LATE)
-                key = self._graded[event.trace_id]
-                out.late_runs[key] = out.late_runs.get(key, 0) + 1
+            if self._late(event.trace_id, out):
                 continue
             run = self._run_for(event.trace_id, None, now, out)
             if run is None:
@@ -197,11 +212,7 @@ class Assembler:
 
     def _add_span(self, span: IncomingSpan, now: float, out: AddOutcome) -> Run | None:
         record, config = span.record, self.config
-        if record.trace_id in self._graded:
-            self._graded.move_to_end(record.trace_id)
-            out.count(LATE)
-            key = self._graded[record.trace_id]
-            out.late_runs[key] = out.late_runs.get(key, 0) + 1
+        if self._late(record.trace_id, out):
             return None
         group = None
         if config.group_by is not None:
@@ -240,6 +251,21 @@ class Assembler:
             run.service = service if isinstance(service, str) else ""
         out.count(ACCEPTED)
         return run
+
+    def _late(self, trace_id: str, out: AddOutcome) -> bool:
+        """A span or event of a graded trace still remembered: counted late, remembered anew."""
+        key = self._graded.key_of(trace_id)
+        if key is None:
+            return False
+        self._graded.remember(trace_id, key, self._now)
+        out.count(LATE)
+        out.late_runs[key] = out.late_runs.get(key, 0) + 1
+        return True
+
+    def _tick(self, now: float) -> None:
+        """The clock moves on: forget the graded ids last seen more than the window ago."""
+        self._now = max(self._now, now)
+        self._graded.expire(self._now)
 
     def _run_for(self, trace_id: str, group: str | None, now: float, out: AddOutcome) -> Run | None:
         """The open run of a trace id, made (or merged, when its group becomes known) as
@@ -320,6 +346,7 @@ class Assembler:
 
     def due(self, now: float) -> list[Run]:
         """The runs whose settle time or idle timeout has passed."""
+        self._tick(now)
         done: list[Run] = []
         while self._timers and self._timers[0][0] <= now:
             _, version, key = heapq.heappop(self._timers)
@@ -339,10 +366,7 @@ class Assembler:
         self.bytes_held -= run.size
         for trace_id in run.trace_ids:
             self._key_of_trace.pop(trace_id, None)
-            self._graded[trace_id] = key
-            self._graded.move_to_end(trace_id)
-        while len(self._graded) > self.config.late_memory:
-            self._graded.popitem(last=False)
+            self._graded.remember(trace_id, key, self._now)
         return run
 
 

@@ -23,6 +23,11 @@ count below `min`, ARGS_NOT_RECORDED, whose arguments a later span may still sup
 
 The early-capable assertions of a suite form a sub-suite compiled once, when the routes load;
 a partial run is graded against it by the same core as the final grade.
+
+Monotone in the calls, not in the spans: the mapping merges spans into one call once it sees
+they are one (an MCP span into the agent's tool span above it, once every span between them is
+in), so spans arriving out of order can make a prefix hold more calls than the whole run, and
+an early verdict end up `overturned` (tests/live/test_live_early.py shows it).
 """
 
 from __future__ import annotations
@@ -131,13 +136,23 @@ def early_suite(grader: _core.Grader, compiled: Any) -> EarlySuite | None:
 
 class EarlySuites:
     """Sub-suites of the suites registered with RegisterSuite (a route's `suite_id`), made on
-    first use and kept by id (a file's suite gets its own when the routes load)."""
+    first use and kept by id while the routes in force name it (a file's suite gets its own
+    when the routes load): at most one per `suite_id` of the routes file."""
 
     def __init__(self, grader: _core.Grader) -> None:
         self._grader = grader
         self._by_id: dict[str, EarlySuite | None] = {}
+        self._named: frozenset[str] = frozenset()
 
-    def get(self, compiled: Any) -> EarlySuite | None:
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, compiled: Any, named: frozenset[str]) -> EarlySuite | None:
+        """`compiled`'s sub-suite; `named`: the registered ids the routes in force name (a
+        new set, after a reload, drops the sub-suites of the ids it no longer names)."""
+        if named is not self._named:
+            self._by_id = {key: sub for key, sub in self._by_id.items() if key in named}
+            self._named = named
         suite_id = compiled.suite_id
         if suite_id not in self._by_id:
             try:

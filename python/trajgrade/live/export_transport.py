@@ -32,7 +32,6 @@ _GRPC_RETRYABLE = frozenset(
         grpc.StatusCode.OUT_OF_RANGE,
         grpc.StatusCode.UNAVAILABLE,
         grpc.StatusCode.DATA_LOSS,
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
 # OTLP/HTTP: "429, 502, 503, 504 are retryable; all other 4xx and 5xx are not".
@@ -113,10 +112,13 @@ class GrpcTransport:
                 body, timeout=timeout_s, metadata=self._metadata, compression=self._compression
             )
         except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            raise ExportError(
-                code.name, code in _GRPC_RETRYABLE, exc.details() or "", _retry_info(exc)
-            ) from exc
+            code, delay = exc.code(), _retry_info(exc)
+            # RESOURCE_EXHAUSTED is retryable only with a RetryInfo, the server's word that it
+            # can recover (OTLP spec, "Failures"; without it, e.g. a message over its limit).
+            retryable = code in _GRPC_RETRYABLE or (
+                code == grpc.StatusCode.RESOURCE_EXHAUSTED and delay is not None
+            )
+            raise ExportError(code.name, retryable, exc.details() or "", delay) from exc
         return response
 
     async def close(self) -> None:

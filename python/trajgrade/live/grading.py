@@ -13,9 +13,10 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -33,8 +34,8 @@ from trajgrade.importers.report import ImportReport
 from trajgrade.live import assembly, early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
-from trajgrade.live.routes import RoutesError, RoutesFile, SuiteRef
-from trajgrade.live.sink import JsonlSink
+from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
+from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
 from trajgrade.live.writeback import LogWriter, now_ns, records
 from trajgrade.regrade.output import jsonl_line, outcome_row
@@ -112,6 +113,36 @@ def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
 
 
 @dataclass(frozen=True)
+class DrainReport:
+    """What the SIGTERM drain left undone: all 0 when every open run was graded, and its
+    results published, written to the sink and written back."""
+
+    runs_open: int = 0
+    runs_not_graded: int = 0  # grace_expired
+    writeback_unsent: int = 0  # dropped_shutdown
+    sink_unwritten: int = 0
+
+    @property
+    def lost(self) -> bool:
+        """Results were lost: the server exits with EXIT_LIVE_LOST (server/app.py)."""
+        return bool(self.runs_not_graded or self.writeback_unsent or self.sink_unwritten)
+
+
+@dataclass
+class Trip:
+    """Runs sent to the grading thread at once. The thread commits each graded run (its
+    results and counts) under `lock`; once the loop `closed` it (the trip is published, or
+    abandoned by the drain) nothing more is committed, so every run is counted once: graded
+    (`runs[:done]`) or by the loop (the rest)."""
+
+    runs: list[Run]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: int = 0
+    results: list[LiveResult] = field(default_factory=list)
+    closed: bool = False
+
+
+@dataclass(frozen=True)
 class EarlyCheck:
     """An open run as it stood when its early check was taken (copies: the loop goes on
     adding to the run while the grading thread maps these)."""
@@ -141,8 +172,12 @@ class LiveGrader:
         self.routes = RoutesFile(settings.routes, grader, early=settings.early_verdicts)
         self.early_suites = EarlySuites(grader)
         # Open runs waiting for an early check, by key (a run is checked once however many
-        # requests touched it meanwhile).
+        # requests touched it meanwhile); those checked less than --live-early-interval-ms
+        # ago wait in _early_later for the one timer that moves them here.
         self._early_due: dict[str, Run] = {}
+        self._early_later: dict[str, Run] = {}
+        self._early_timer: asyncio.TimerHandle | None = None
+        self._early_interval_s = settings.live_early_interval_ms / 1000
         self.assembler = Assembler(
             AssemblyConfig(
                 group_by=settings.live_group_by,
@@ -152,6 +187,7 @@ class LiveGrader:
                 max_spans_per_trace=settings.live_max_spans_per_trace,
                 max_bytes=settings.live_max_bytes,
                 on_cap=settings.live_on_cap,
+                late_window_s=settings.late_window_s,
                 late_memory=settings.live_late_memory,
             )
         )
@@ -165,21 +201,23 @@ class LiveGrader:
                 keep=settings.results_jsonl_keep,
             )
         )
+        self._sink_writer = None if self.sink is None else SinkWriter(self.sink, metrics)
         self.writer = (
             None
             if settings.otlp_export_endpoint is None
             else LogWriter(settings.export_target(), metrics)
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
-        self._writing = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._writes: set[asyncio.Future[None]] = set()
         self._closed = False
+        self._report = DrainReport()
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
         self._past_deadline = 0
+        # The trip on the grading thread (the drain's to settle if it abandons the worker).
+        self._trip: Trip | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -204,19 +242,21 @@ class LiveGrader:
         """SIGHUP: load the routes file again, changed or not."""
         self.metrics.routes_reloads.labels(self.routes.reload(force=True)).inc()
 
-    async def drain(self, grace_s: float | None = None) -> None:
+    async def drain(self, grace_s: float | None = None) -> DrainReport:
         """SIGTERM: every open run graded as cut off (completion `shutdown`), its results
         published, written to the sink and written back, then the watchers' streams end.
 
         With `grace_s` (the server's grace period) all of that ends by then: runs not graded
         in time are counted as dropped (`grace_expired`), records not sent as
-        `dropped_shutdown`, both logged; nothing is waited for past it.
+        `dropped_shutdown`, both logged; nothing is waited for past it. Returns what was
+        left undone (the same report on a second call).
         """
         if self._closed:
-            return
+            return self._report
         self._closed = True
         deadline = None if grace_s is None else time.monotonic() + grace_s
         self._deadline = deadline
+        failed_before = 0 if self._sink_writer is None else self._sink_writer.failed_rows
         runs = self.assembler.close_all()
         if runs:
             log.info("draining: grading %d open runs as cut off", len(runs))
@@ -224,40 +264,48 @@ class LiveGrader:
             for start in range(0, len(runs), _RUNS_PER_TRIP):
                 self._completed.put_nowait(runs[start : start + _RUNS_PER_TRIP])
         self._completed.put_nowait(None)
+        if self._early_timer is not None:
+            self._early_timer.cancel()
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
         await self._finish_grading(deadline)
-        if self._writes:
-            # Not bounded: rows of results already published (local disk, one fsync a trip).
-            await asyncio.wait(self._writes)
+        unwritten = 0
+        if self._sink_writer is not None:
+            # The sink's last writes: until the grading's end (the deadline and its margin).
+            unwritten = await self._sink_writer.finish(_left(deadline, _GRADING_MARGIN_S))
+            unwritten += self._sink_writer.failed_rows - failed_before
         self._update_gauges()
         unsent = 0
         if self.writer is not None:
             unsent = await self.writer.close(
                 _DEFAULT_FLUSH_S if deadline is None else max(deadline - time.monotonic(), 0.0)
             )
-        if self._past_deadline or unsent:
+        self._report = DrainReport(len(runs), self._past_deadline, unsent, unwritten)
+        if self._report.lost:
             log.warning(
                 "draining: the grace period ran out: %d of %d open runs not graded "
                 '(trajgrade_live_traces_dropped_total{reason="grace_expired"}), %d write-back '
-                "records not sent (dropped_shutdown)",
+                "records not sent (dropped_shutdown), %d sink rows not written "
+                "(trajgrade_live_sink_rows_unwritten_total)",
                 self._past_deadline,
                 len(runs),
                 unsent,
+                unwritten,
                 extra={
                     "runs_open": len(runs),
                     "runs_not_graded": self._past_deadline,
                     "writeback_unsent": unsent,
+                    "sink_unwritten": unwritten,
                 },
             )
         self.hub.close()
         self.metrics.watchers.set(0)
-        # Idle by now (the worker has returned, the writes are done): never block the loop.
+        # Never block the loop: the threads are idle by now, or were given up on.
         self._grading.shutdown(wait=False)
-        self._writing.shutdown(wait=False)
-        if self.sink is not None:
-            self.sink.close()
+        if self._sink_writer is not None:
+            self._sink_writer.close()
+        return self._report
 
     async def _finish_grading(self, deadline: float | None) -> None:
         """Wait for the worker: the grading thread stops at the deadline between two runs, the
@@ -268,6 +316,11 @@ class LiveGrader:
         for task in late:
             log.error("draining: grading still busy past the grace period; abandoned")
             task.cancel()
+        if late:
+            await asyncio.wait(late)
+            if self._trip is not None:
+                # What the thread graded of its trip is published; the rest counted.
+                self._close_trip(self._trip)
         # Runs the worker did not get to, if it was abandoned: counted all the same.
         while not self._completed.empty():
             left = self._completed.get_nowait()
@@ -316,12 +369,35 @@ class LiveGrader:
         self._wake.set()
 
     def _schedule_early(self, runs: list[Run]) -> None:
+        """Runs due for an early check now, or (checked less than the interval ago) later:
+        each open run is checked at most once per interval, whatever its spans' pace."""
         wake = not self._early_due
+        now = asyncio.get_running_loop().time()
         for run in runs:
-            if len(run.spans) <= self.settings.live_early_max_spans:
+            if len(run.spans) > self.settings.live_early_max_spans:
+                continue
+            if now - run.early_at >= self._early_interval_s:
                 self._early_due[run.key] = run
+            else:
+                self._early_later[run.key] = run
+        self._arm_early()
         if wake and self._early_due:
             self._completed.put_nowait([])  # wakes the worker
+
+    def _arm_early(self) -> None:
+        if self._early_timer is not None or not self._early_later or self._closed:
+            return
+        at = min(run.early_at for run in self._early_later.values()) + self._early_interval_s
+        self._early_timer = asyncio.get_running_loop().call_at(at, self._early_tick)
+
+    def _early_tick(self) -> None:
+        """The interval of some waiting runs is over: due now (the rest wait on)."""
+        self._early_timer = None
+        now, interval = asyncio.get_running_loop().time(), self._early_interval_s
+        ready = [r for r in self._early_later.values() if now - r.early_at >= interval]
+        for run in ready:
+            del self._early_later[run.key]
+        self._schedule_early([run for run in ready if not run.completion])
 
     def _take_early(self) -> list[EarlyCheck]:
         """The due checks of runs still open that changed since their last check."""
@@ -333,12 +409,16 @@ class LiveGrader:
             if len(run.spans) > self.settings.live_early_max_spans:
                 continue
             run.early_checked = run.version
+            run.early_at = asyncio.get_running_loop().time()
             checks.append(EarlyCheck(run, list(run.spans), list(run.events)))
         return checks
 
     def _update_gauges(self) -> None:
         self.metrics.open_traces.set(self.assembler.open_runs)
         self.metrics.held_bytes.set(self.assembler.bytes_held)
+        self.metrics.graded_ids.set(self.assembler.graded_ids)
+        for reason, count in self.assembler.take_forgotten().items():
+            self.metrics.graded_ids_forgotten.labels(reason).inc(count)
 
     # --- timers and grading -------------------------------------------------------------------
 
@@ -392,32 +472,56 @@ class LiveGrader:
                     self._publish_early(verdicts)
             if not runs:
                 continue
+            trip = self._trip = Trip(runs)
             try:
-                results = await loop.run_in_executor(self._grading, self._grade, runs, routes)
+                await loop.run_in_executor(self._grading, self._grade, trip, routes)
             except Exception:
                 log.exception("live grading failed for %d runs", len(runs))
-                continue
-            self._publish(results)
+            # Cancelled (the drain abandoned it): the drain closes the trip.
+            self._trip = None
+            self._close_trip(trip)
 
-    def _grade(self, runs: list[Run], routes: Any) -> list[LiveResult]:
-        """On the grading thread: map, route and grade each run (one failing run is logged
-        and counted, and the others go on)."""
-        out: list[LiveResult] = []
-        for index, run in enumerate(runs):
-            if self._deadline is not None and time.monotonic() >= self._deadline:
-                self._expired(runs[index:])
-                break
+    def _close_trip(self, trip: Trip) -> None:
+        """On the loop: publish what the thread committed; the runs it did not are counted,
+        as grace_expired past the drain's deadline (else as errors: the trip failed)."""
+        with trip.lock:
+            trip.closed = True
+            results, rest = trip.results, trip.runs[trip.done :]
+        self._publish(results)
+        if self._deadline is not None:
+            self._expired(rest)
+            return
+        for run in rest:
             self.metrics.traces.labels(run.completion).inc()
-            graded: list[LiveResult] = []
+            self._drop(run, "error")
+
+    def _grade(self, trip: Trip, routes: Any) -> None:
+        """On the grading thread: map, route and grade each run (one failing run is logged
+        and counted, and the others go on), until the drain's deadline."""
+        for index, run in enumerate(trip.runs):
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                return
+            graded: list[LiveResult] | str
             try:
                 graded = self._grade_run(run, routes)
             except Exception:
                 log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
-                self._drop(run, "error")
-            if run.early_sent:
-                self._settle_early(run, graded)
-            out.extend(graded)
-        return out
+                graded = "error"
+            with trip.lock:
+                if trip.closed:
+                    return  # abandoned by the drain, which counted this run and the rest
+                trip.done = index + 1
+                self.metrics.traces.labels(run.completion).inc()
+                if isinstance(graded, str):
+                    self._drop(run, graded)
+                    graded = []
+                else:
+                    self.metrics.spans.labels("graded" if graded else "unrouted").inc(
+                        len(run.spans)
+                    )
+                if run.early_sent:
+                    self._settle_early(run, graded)
+                trip.results.extend(graded)
 
     def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
         """Count what the final results made of the run's early verdicts."""
@@ -451,7 +555,7 @@ class LiveGrader:
 
     def _check_run(self, check: EarlyCheck, routes: Any) -> list[EarlyVerdict]:
         run = check.run
-        subs = [sub for ref in routes.suites_for(check.spans) if (sub := self._early(ref))]
+        subs = [sub for ref in routes.suites_for(check.spans) if (sub := self._early(ref, routes))]
         if not subs:
             return []
         self.metrics.early_checks.inc()
@@ -472,23 +576,22 @@ class LiveGrader:
                 out.append(EarlyVerdict(sub.suite_id, run.service, body))
         return out
 
-    def _early(self, ref: SuiteRef) -> EarlySuite | None:
+    def _early(self, ref: SuiteRef, routes: Routes) -> EarlySuite | None:
         if ref.early is not None:
             return ref.early
         if ref.compiled is not None:
             return None  # a suite file with no early-capable assertion
         suite = ref.resolve(self.grader)
-        return None if suite is None else self.early_suites.get(suite)
+        return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
-    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult]:
+    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult] | str:
+        """The run's results, or why it was not graded (counted when the trip commits it)."""
         suites = routes.suites_for(run.spans)
         if not suites:
-            self._drop(run, "unrouted")
-            return []
+            return "unrouted"
         trace, _ = map_run(run, self.settings.live_group_by)
         if trace is None:
-            self._drop(run, "unmapped")
-            return []
+            return "unmapped"
         payload = trace.SerializeToString()
         root_trace, root_id = root_span(run)
         out = []
@@ -509,7 +612,6 @@ class LiveGrader:
                     root_id,
                 )
             )
-        self.metrics.spans.labels("graded" if out else "unrouted").inc(len(run.spans))
         return out
 
     def _suite(self, ref: SuiteRef) -> Any:
@@ -526,7 +628,7 @@ class LiveGrader:
         self._expired(runs)
         return True
 
-    def _expired(self, runs: list[Run]) -> None:
+    def _expired(self, runs: list[Run]) -> None:  # on the loop only
         """Runs the drain's grace period left no time for: counted (one log line, in drain)."""
         for run in runs:
             self.metrics.traces.labels(run.completion).inc()
@@ -582,21 +684,8 @@ class LiveGrader:
                         stamp,
                     )
                 )
-        if self.sink is not None and results:
-            lines = [result.sink_line() for result in results]
-            future = asyncio.wrap_future(self._writing.submit(self._write, lines))
-            self._writes.add(future)
-            future.add_done_callback(self._writes.discard)
-
-    def _write(self, lines: list[bytes]) -> None:
-        assert self.sink is not None
-        try:
-            self.sink.write(lines)
-        except OSError:
-            self.metrics.sink_errors.inc()
-            log.exception("results sink: %d rows not written", len(lines))
-            return
-        self.metrics.sink_rows.inc(len(lines))
+        if self._sink_writer is not None and results:
+            self._sink_writer.submit([result.sink_line() for result in results])
 
     def _count(self, result: LiveResult) -> None:
         outcome = result.outcome

@@ -20,6 +20,7 @@ first matching route wins unless it says `continue: true`. A run no route matche
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 import os
 import re
@@ -82,6 +83,13 @@ class Routes:
     """The routes of one load of the file, in file order."""
 
     routes: tuple[Route, ...] = ()
+
+    @functools.cached_property
+    def registered_ids(self) -> frozenset[str]:
+        """The `suite_id`s of registered suites the routes name (one set per load)."""
+        return frozenset(
+            ref.suite_id for route in self.routes for ref in route.suites if ref.compiled is None
+        )
 
     @property
     def keys(self) -> frozenset[str]:

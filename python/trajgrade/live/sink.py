@@ -1,11 +1,17 @@
-"""The JSONL results sink: regrade rows appended per batch, fsynced, rotated by size."""
+"""The JSONL results sink: regrade rows appended per batch, fsynced, rotated by size, by a
+writer thread that accounts for every row."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
 import re
+import threading
 from pathlib import Path
+
+from trajgrade.server.metrics import LiveMetrics
 
 log = logging.getLogger("trajgrade.live")
 
@@ -73,3 +79,84 @@ class JsonlSink:
 
     def close(self) -> None:
         self._handle.close()
+
+
+class SinkWriter:
+    """The sink's writes, on a thread of their own so the event loop never waits for the
+    disk; every row accounted for: written (`sink_rows`), in a batch that failed
+    (`sink_errors`, `failed_rows`) or, once `finish` gave up on it, not written
+    (`sink_unwritten`)."""
+
+    def __init__(self, sink: JsonlSink, metrics: LiveMetrics) -> None:
+        self.sink = sink
+        self.metrics = metrics
+        self.failed_rows = 0
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live-sink")
+        self._futures: set[asyncio.Future[None]] = set()
+        # Batches submitted and not yet written (id -> rows); whether finish() gave up on
+        # them (the thread then writes and counts nothing more); whether a write is running,
+        # and whether close() left the file to it. All under the lock.
+        self._lock = threading.Lock()
+        self._pending: dict[int, int] = {}
+        self._jobs = 0
+        self._abandoned = False
+        self._busy = False
+        self._close_after = False
+
+    def submit(self, lines: list[bytes]) -> None:
+        """On the loop: one batch of rows, written (and fsynced) in submission order."""
+        with self._lock:
+            self._jobs += 1
+            job = self._jobs
+            self._pending[job] = len(lines)
+        future = asyncio.wrap_future(self._thread.submit(self._write, job, lines))
+        self._futures.add(future)
+        future.add_done_callback(self._futures.discard)
+
+    def _write(self, job: int, lines: list[bytes]) -> None:
+        with self._lock:
+            if self._abandoned:
+                return  # finish() counted it as not written
+            self._busy = True
+        written = False
+        try:
+            self.sink.write(lines)
+            written = True
+        except OSError:
+            self.metrics.sink_errors.inc()
+            log.exception("results sink: %d rows not written", len(lines))
+        finally:
+            with self._lock:
+                self._busy = False
+                # Gone from pending: finish() gave up on it first (and counted it).
+                counted = self._pending.pop(job, None) is None
+                if not written and not counted:
+                    self.failed_rows += len(lines)
+                close = self._close_after
+            if close:
+                self.sink.close()
+        if written and not counted:
+            self.metrics.sink_rows.inc(len(lines))
+
+    async def finish(self, timeout_s: float | None) -> int:
+        """Wait for the batches submitted, at most `timeout_s` (None: as long as they take);
+        returns the rows not written by then (counted; a write still running may yet land
+        in the file, but was not confirmed in time). Nothing is written after it."""
+        if self._futures:
+            await asyncio.wait(self._futures, timeout=timeout_s)
+        with self._lock:
+            self._abandoned = True
+            unwritten = sum(self._pending.values())
+            self._pending.clear()
+        if unwritten:
+            self.metrics.sink_unwritten.inc(unwritten)
+        return unwritten
+
+    def close(self) -> None:
+        """After finish(): close the file, or leave it to the write still running (a disk
+        that hangs must not block the loop)."""
+        self._thread.shutdown(wait=False)
+        with self._lock:
+            self._close_after = self._busy
+        if not self._close_after:
+            self.sink.close()

@@ -39,6 +39,14 @@ _QUIET_S = 0.1
 _MAX_SETTLE_S = 5.0
 _STOP_GRACE_S = 0.2
 
+# Exit codes of `trajgrade serve` (docs/server.md, "Shutdown"): drained; accepted calls cut
+# at the grace period's end, or the server failed; a bad configuration; drained, but live
+# results were lost (open runs not graded, records not written back, sink rows not written).
+EXIT_DRAINED = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_LIVE_LOST = 3
+
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
@@ -106,6 +114,8 @@ class GradingServer:
         self.otlp_http_port: int | None = None
         self._otlp_grpc: Any = None  # (receiver, grpc.aio.Server)
         self._otlp_http: Any = None  # (receiver, aiohttp AppRunner)
+        # Set by the drain: live results were lost at shutdown (EXIT_LIVE_LOST).
+        self.live_results_lost = False
 
     @property
     def batcher(self) -> Batcher:
@@ -261,7 +271,7 @@ class GradingServer:
         if self._otlp_http is not None:
             self._otlp_http[0].draining = True
         if self.live is not None:
-            await self.live.drain(grace)
+            self.live_results_lost = (await self.live.drain(grace)).lost
         if self._otlp_grpc is not None:
             await self._otlp_grpc[1].stop(_STOP_GRACE_S)
         if self._otlp_http is not None:
@@ -355,7 +365,8 @@ class GradingServer:
 
 
 async def serve_until_signalled(settings: Settings, early: list[int] | None = None) -> int:
-    """Run one server until SIGTERM/SIGINT, then drain. Exit code 0 iff the drain completed.
+    """Run one server until SIGTERM/SIGINT, then drain. Exit code EXIT_DRAINED (0) iff the
+    drain completed with nothing lost, else EXIT_FAILED or EXIT_LIVE_LOST.
 
     ``early`` holds signals that arrived while the process was still starting; they count.
     """
@@ -383,8 +394,9 @@ async def serve_until_signalled(settings: Settings, early: list[int] | None = No
     for received in early or ():
         on_signal(received)
     await stop.wait()
-    drained = await server.shutdown()
-    return 0 if drained else 1
+    if not await server.shutdown():
+        return EXIT_FAILED
+    return EXIT_LIVE_LOST if server.live_results_lost else EXIT_DRAINED
 
 
 def run_worker(settings: Settings, index: int = 0) -> int:
@@ -404,10 +416,10 @@ def run_worker(settings: Settings, index: int = 0) -> int:
         return asyncio.run(serve_until_signalled(settings, early))
     except RoutesError as exc:
         log.error("%s", exc)  # the routes file: a configuration error, said plainly
-        return 2
+        return EXIT_CONFIG
     except Exception:
         log.exception("server failed")
-        return 1
+        return EXIT_FAILED
 
 
 def _spawned_worker(settings: Settings, index: int) -> None:

@@ -104,6 +104,18 @@ class LiveMetrics:
         self.held_bytes = Gauge(
             "trajgrade_live_held_bytes", "Span bytes held by open runs.", registry=registry
         )
+        self.graded_ids = Gauge(
+            "trajgrade_live_graded_ids",
+            "Graded run ids remembered to recognise late spans.",
+            registry=registry,
+        )
+        self.graded_ids_forgotten = Counter(
+            "trajgrade_live_graded_ids_forgotten",
+            "Graded run ids forgotten, by reason (window: --live-late-window-s after their "
+            "last span; cap: over --live-late-memory); a later span of one starts a new run.",
+            ["reason"],
+            registry=registry,
+        )
         self.watchers = Gauge(
             "trajgrade_live_watchers", "WatchResults calls following results.", registry=registry
         )
@@ -118,6 +130,12 @@ class LiveMetrics:
         self.sink_errors = Counter(
             "trajgrade_live_sink_errors",
             "Batches the JSONL results sink failed to write (rows lost from the file).",
+            registry=registry,
+        )
+        self.sink_unwritten = Counter(
+            "trajgrade_live_sink_rows_unwritten",
+            "Rows of results the JSONL sink had not written (fsynced) when the SIGTERM drain's "
+            "grace period ended.",
             registry=registry,
         )
         self.writeback = Counter(

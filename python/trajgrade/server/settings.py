@@ -50,6 +50,10 @@ def _opt_int(text: str) -> int | None:
     return None if text.strip() == "" else int(text)
 
 
+def _opt_float(text: str) -> float | None:
+    return None if text.strip() == "" else float(text)
+
+
 def _opt_str(text: str) -> str | None:
     return None if text == "" else text
 
@@ -286,8 +290,17 @@ class Settings:
         "(the new spans, as an OTLP partial success)",
         str,
     )
+    live_late_window_s: float | None = _setting(
+        None,
+        "graded run ids are remembered this long after their last span to recognise late "
+        "spans (default: 3 x live_idle_timeout_s); a span of a run forgotten since starts a "
+        "new run",
+        _opt_float,
+    )
     live_late_memory: int = _setting(
-        100_000, "graded run ids remembered to recognise late spans (LRU)", int
+        100_000,
+        "at most this many graded run ids remembered (the oldest forgotten first)",
+        int,
     )
     watch_queue_size: int = _setting(
         1_024, "results buffered per WatchResults caller; a caller that falls behind is cut", int
@@ -301,6 +314,12 @@ class Settings:
     )
     live_early_max_spans: int = _setting(
         1_000, "open runs with more spans than this get no early checks (bounds their cost)", int
+    )
+    live_early_interval_ms: int = _setting(
+        100,
+        "an open run is checked for early verdicts at most once per this many ms (spans that "
+        "arrive sooner wait for the next check); 0: at every export that adds to it",
+        int,
     )
     # Observability.
     metrics_port: int | None = _setting(
@@ -370,6 +389,8 @@ class Settings:
             raise SettingsError("inline_work_units must be at least 1")
         if self.grace_period_s < 0:
             raise SettingsError("grace_period_s must not be negative")
+        if self.live_early_interval_ms < 0:
+            raise SettingsError("live_early_interval_ms must not be negative")
         if not self.listen:
             raise SettingsError("listen needs at least one address")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -401,8 +422,8 @@ class Settings:
             raise SettingsError(f"metrics_port out of range: {self.metrics_port}")
 
     def _validate_live(self) -> None:
-        for name in ("live_settle_s", "live_idle_timeout_s", "routes_poll_s"):
-            if getattr(self, name) <= 0:
+        for name in ("live_settle_s", "live_idle_timeout_s", "live_late_window_s", "routes_poll_s"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise SettingsError(f"{name} must be above 0, got {getattr(self, name)}")
         if self.live_on_cap not in _CAP_POLICIES:
             raise SettingsError(f"live_on_cap must be grade or refuse, got {self.live_on_cap!r}")
@@ -439,6 +460,14 @@ class Settings:
                 given.append("otlp_export_insecure / otlp_export_header")
             if given:
                 raise SettingsError(f"{', '.join(given)} need otlp_export_endpoint")
+
+    @property
+    def late_window_s(self) -> float:
+        """How long graded run ids are remembered: the setting, else 3 idle timeouts (a run
+        cut off at its idle timeout whose agent goes on still meets its late spans)."""
+        if self.live_late_window_s is not None:
+            return self.live_late_window_s
+        return 3 * self.live_idle_timeout_s
 
     @property
     def live_enabled(self) -> bool:
