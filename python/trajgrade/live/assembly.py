@@ -51,7 +51,7 @@ class AssemblyConfig:
     # Graded trace ids are remembered (their spans are late) for this long since their last
     # span, and at most this many: whichever comes first forgets an id.
     late_window_s: float = 900.0
-    late_memory: int = 100_000
+    late_memory: int = 20_000
 
 
 # OTLP span flags: the parent's remote bit is known, and set (the span is this process's part

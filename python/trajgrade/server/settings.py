@@ -298,7 +298,7 @@ class Settings:
         _opt_float,
     )
     live_late_memory: int = _setting(
-        100_000,
+        20_000,
         "at most this many graded run ids remembered (the oldest forgotten first)",
         int,
     )
