@@ -54,7 +54,7 @@ def test_every_entry_point_is_in_the_doc_tables() -> None:
         "CompiledSuite.suite_bytes",
     }
     names |= {f"bench.{n}" for n in _public(_core.bench)}
-    names |= {"split_jsonl", "encode_trace_dict"}
+    names |= {"split_jsonl", "encode_trace_dict", "map_otlp"}
     assert {n for n in names if f"`{n}`" not in first_cells} == set()
     assert "`CompiledSuite.suite_id`, `.suite_bytes()`" in first_cells
     assert "`Grader(limits=None, threads=0, max_registered_suites=10000)`, `.limits`" in first_cells
