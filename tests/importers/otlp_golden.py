@@ -110,3 +110,12 @@ def read_golden(path: Path) -> dict[str, Any]:
     for key in ("traces", "logs", "expected"):
         document[key] = [base64.b64decode(item) for item in document[key]]
     return document
+
+
+def digest(items: list[bytes]) -> str:
+    """sha256 over length-prefixed items (the random goldens keep digests, not bytes)."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update(len(item).to_bytes(8, "big"))
+        h.update(item)
+    return h.hexdigest()
