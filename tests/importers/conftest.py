@@ -5,16 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import fake_openai
-import otlp_golden
 import pytest
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from trajgrade.importers import ImportReport, otlp
-from trajgrade.v1 import trace_pb2
 
 HERE = Path(__file__).parent
 MODES = ("openinference", "genai", "genai-events")
@@ -95,43 +89,3 @@ def concierge(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         process = subprocess.run(command, capture_output=True, timeout=120, check=False)
     assert process.returncode == 0, f"concierge driver failed:\n{process.stderr.decode()}"
     return traces, server_traces
-
-
-@pytest.fixture(autouse=True)
-def _otlp_core_differential(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every OTLP import in these tests is mapped by the core too: same Traces, same report."""
-    original = otlp.from_requests
-
-    def checked(
-        requests: Iterable[ExportTraceServiceRequest],
-        report: ImportReport,
-        *,
-        logs: Iterable[ExportLogsServiceRequest] = (),
-        group_by: str | None = None,
-        dedupe_window_s: float = otlp.DEFAULT_DEDUPE_WINDOW_S,
-    ) -> Iterator[trace_pb2.Trace]:
-        requests, logs = list(requests), list(logs)
-        mine = ImportReport()
-        traces = list(
-            original(requests, mine, logs=logs, group_by=group_by, dedupe_window_s=dedupe_window_s)
-        )
-        otlp_golden.check(
-            traces=[r.SerializeToString() for r in requests],
-            logs=[r.SerializeToString() for r in logs],
-            group_by=group_by,
-            dedupe_window_s=dedupe_window_s,
-            expected=[t.SerializeToString() for t in traces],
-            report=otlp_golden.report_dict(mine),
-        )
-        report.traces += mine.traces
-        report.calls += mine.calls
-        report.model_calls += mine.model_calls
-        report.merged_duplicates += mine.merged_duplicates
-        report.id_collisions += mine.id_collisions
-        for reason, count in mine.unmapped.items():
-            report.unmapped[reason] += count
-            shown = report.examples.setdefault(reason, [])
-            shown.extend(mine.examples[reason][: max(0, 5 - len(shown))])
-        return iter(traces)
-
-    monkeypatch.setattr(otlp, "from_requests", checked)

@@ -20,6 +20,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
+from trajgrade import _core
 from trajgrade.importers import exact_json, otlp_usage
 from trajgrade.importers.conversation_turns import TurnTimeline
 from trajgrade.importers.otlp_tree import SpanKey, SpanTree
@@ -109,6 +110,9 @@ class _Span:
     order: int
     parent: str = ""
     kind: int = 0
+    # The span's and its resource's protobuf bytes: what the core's mapping reads.
+    raw: bytes = b""
+    resource_raw: bytes = b""
 
     @property
     def key(self) -> SpanKey:
@@ -128,6 +132,8 @@ class _Event:
     body: Any
     time: int
     order: int
+    # The LogRecord's protobuf bytes: what the core's mapping reads.
+    raw: bytes = b""
 
 
 @dataclass
@@ -357,14 +363,77 @@ def from_requests(
     group_by: str | None = None,
     dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
 ) -> Iterator[trace_pb2.Trace]:
-    """Map parsed OTLP requests to Traces: one per trace id, or per value of `group_by`."""
-    spans: list[SpanRecord] = []
-    for request in requests:
-        spans.extend(span_records(request, first_order=len(spans)))
-    events: list[EventRecord] = []
-    for log_request in logs:
-        events.extend(event_records(log_request, report, first_order=len(events)))
-    return map_spans(spans, events, report, group_by=group_by, dedupe_window_s=dedupe_window_s)
+    """Map parsed OTLP requests to Traces: one per trace id, or per value of `group_by` (the
+    core's mapping, the one live grading uses too)."""
+    return _map_bytes(
+        [request.SerializeToString() for request in requests],
+        [request.SerializeToString() for request in logs],
+        report,
+        group_by=group_by,
+        dedupe_window_s=dedupe_window_s,
+    )
+
+
+def map_records(
+    spans: list[SpanRecord],
+    events: list[EventRecord],
+    report: ImportReport,
+    *,
+    group_by: str | None = None,
+    dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
+) -> Iterator[trace_pb2.Trace]:
+    """Map spans and events received live (their raw bytes, in `order`) with the core's
+    mapping: the same Traces as the spans exported to a file and imported."""
+    spans_request = b"".join(
+        _field(1, _field(1, span.resource_raw) + _field(2, _field(2, span.raw)))
+        for span in sorted(spans, key=lambda s: s.order)
+    )
+    logs_request = b"".join(
+        _field(1, _field(2, _field(2, event.raw)))
+        for event in sorted(events, key=lambda e: e.order)
+    )
+    return _map_bytes(
+        [spans_request],
+        [logs_request] if events else [],
+        report,
+        group_by=group_by,
+        dedupe_window_s=dedupe_window_s,
+    )
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (composing requests from parts' bytes)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _map_bytes(
+    traces: list[bytes],
+    logs: list[bytes],
+    report: ImportReport,
+    *,
+    group_by: str | None,
+    dedupe_window_s: float,
+) -> Iterator[trace_pb2.Trace]:
+    out, (n_traces, calls, model_calls, merged, collisions, unmapped) = _core.map_otlp(
+        traces, logs, group_by, dedupe_window_s
+    )
+    report.traces += n_traces
+    report.calls += calls
+    report.model_calls += model_calls
+    report.merged_duplicates += merged
+    report.id_collisions += collisions
+    for reason, count, examples in unmapped:
+        report.merge(reason, count, examples)
+    return iter([trace_pb2.Trace.FromString(trace) for trace in out])
 
 
 def span_record(span: OtlpSpan, resource: dict[str, Any], order: int) -> SpanRecord:
@@ -412,6 +481,7 @@ def event_records(
                     continue
                 out.append(
                     _Event(
+                        raw=record.SerializeToString(),
                         trace_id=record.trace_id.hex(),
                         span_id=record.span_id.hex(),
                         name=name,
