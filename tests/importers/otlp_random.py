@@ -70,16 +70,19 @@ def _messages(rng: random.Random, output: bool) -> str:
     return text if rng.random() < 0.9 else text[: rng.randint(0, len(text))]
 
 
+def _maybe(
+    rng: random.Random, attrs: dict[str, object], p: float, key: str, choices: list[object]
+) -> None:
+    if rng.random() < p:
+        attrs[key] = rng.choice(choices)
+
+
 def _genai_tool(rng: random.Random, attrs: dict[str, object]) -> None:
     attrs["gen_ai.operation.name"] = "execute_tool"
-    if rng.random() < 0.9:
-        attrs["gen_ai.tool.name"] = rng.choice(TOOLS)
-    if rng.random() < 0.6:
-        attrs["gen_ai.tool.call.id"] = rng.choice(IDS)
-    if rng.random() < 0.7:
-        attrs["gen_ai.tool.call.arguments"] = rng.choice([*ARGS, {"q": 1}])
-    if rng.random() < 0.5:
-        attrs["gen_ai.tool.call.result"] = rng.choice(["ok", 42, 1.5, [1, "a"]])
+    _maybe(rng, attrs, 0.9, "gen_ai.tool.name", TOOLS)
+    _maybe(rng, attrs, 0.6, "gen_ai.tool.call.id", IDS)
+    _maybe(rng, attrs, 0.7, "gen_ai.tool.call.arguments", [*ARGS, {"q": 1}])
+    _maybe(rng, attrs, 0.5, "gen_ai.tool.call.result", ["ok", 42, 1.5, [1, "a"]])
     if rng.random() < 0.2:
         attrs["error.type"] = "boom"
     if rng.random() < 0.3:
@@ -94,15 +97,13 @@ def _oi_tool(rng: random.Random, attrs: dict[str, object]) -> None:
     else:
         attrs["input.mime_type"] = "application/json"
         attrs["input.value"] = rng.choice(ARGS)
-    if rng.random() < 0.5:
-        attrs["tool_call.id"] = rng.choice(IDS)
+    _maybe(rng, attrs, 0.5, "tool_call.id", IDS)
     attrs["output.value"] = rng.choice(["out", 7])
 
 
 def _plain(rng: random.Random, attrs: dict[str, object]) -> None:
     attrs["tool.name"] = rng.choice(TOOLS)
-    if rng.random() < 0.5:
-        attrs["tool.arguments"] = rng.choice(ARGS)
+    _maybe(rng, attrs, 0.5, "tool.arguments", ARGS)
     for key in ("tool.result", "tool.output", "tool.call.id"):
         if rng.random() < 0.4:
             attrs[key] = rng.choice(["r", "call_1", 3])
@@ -176,8 +177,7 @@ def _mcp(rng: random.Random, attrs: dict[str, object]) -> None:
         attrs["server.address"] = "localhost"
         if rng.random() < 0.5:
             attrs["server.port"] = rng.choice([8080, "80", True])
-    if rng.random() < 0.5:
-        attrs["gen_ai.tool.call.arguments"] = rng.choice(ARGS)
+    _maybe(rng, attrs, 0.5, "gen_ai.tool.call.arguments", ARGS)
 
 
 def _attrs(rng: random.Random) -> dict[str, object]:
@@ -193,8 +193,7 @@ def _attrs(rng: random.Random) -> dict[str, object]:
             "agent": _agent,
             "mcp": _mcp,
         }[kind](rng, attrs)
-    if rng.random() < 0.15:
-        attrs["session.id"] = rng.choice(["s1", "s2", 3])
+    _maybe(rng, attrs, 0.15, "session.id", ["s1", "s2", 3])
     if rng.random() < 0.1:
         attrs[rng.choice(["gen_ai.usage.input_tokens", "tool.name", "x"])] = None
     return attrs
