@@ -6,7 +6,7 @@ are the production entry points; `trajgrade._core.bench` holds those only benchm
 call.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, final
 
 from trajgrade._core import bench as bench
@@ -31,6 +31,7 @@ __all__ = [
     "bench",
     "build_profile",
     "encode_trace_dict",
+    "map_otlp",
     "outcome_block",
     "split_jsonl",
 ]
@@ -318,3 +319,14 @@ def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[
 def encode_trace_dict(trace: object) -> bytes | None:
     """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic
     serialization; None for any other shape (the Python path decides)."""
+
+def map_otlp(
+    traces: Sequence[bytes],
+    logs: Sequence[bytes],
+    group_by: str | None = None,
+    dedupe_window_s: float = 300.0,
+) -> tuple[list[bytes], tuple[int, int, int, int, int, list[tuple[str, int, list[str]]]]]:
+    """OTLP `ExportTraceServiceRequest`/`ExportLogsServiceRequest` bytes (arrival order) →
+    (`Trace` bytes per trace id or `group_by` value, report: traces, calls, model calls, merged
+    duplicates, id collisions, [(reason, count, first examples)]). A malformed request raises
+    ValueError naming it."""

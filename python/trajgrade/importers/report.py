@@ -53,6 +53,13 @@ class ImportReport:
         if len(shown) < _EXAMPLES_PER_REASON:
             shown.append(f"{where}: {detail}" if detail else where)
 
+    def merge(self, reason: str, count: int, examples: list[str]) -> None:
+        """Add `count` elements of kind `reason` counted elsewhere (the core's mapping), with
+        the first of their examples: as if each had been `add`ed here."""
+        self.unmapped[reason] += count
+        shown = self.examples.setdefault(reason, [])
+        shown.extend(examples[: max(0, _EXAMPLES_PER_REASON - len(shown))])
+
     @property
     def total_unmapped(self) -> int:
         """Number of input elements that could not be mapped."""

@@ -108,7 +108,7 @@ def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
     """The run's Trace through the importer's one mapping (None: nothing maps, e.g. no span
     carried the grouping attribute)."""
     report = ImportReport()
-    traces = list(otlp.map_spans(run.spans, run.events, report, group_by=group_by))
+    traces = list(otlp.map_records(run.spans, run.events, report, group_by=group_by))
     return (traces[0] if traces else None), report
 
 
@@ -561,7 +561,7 @@ class LiveGrader:
         self.metrics.early_checks.inc()
         report = ImportReport()
         group_by = self.settings.live_group_by
-        traces = list(otlp.map_spans(check.spans, check.events, report, group_by=group_by))
+        traces = list(otlp.map_records(check.spans, check.events, report, group_by=group_by))
         if not traces:
             return []
         payload = traces[0].SerializeToString()
@@ -718,9 +718,12 @@ def _left(deadline: float | None, margin: float) -> float | None:
 def _incoming(request: ExportTraceServiceRequest) -> Iterator[IncomingSpan]:
     for resource_spans in request.resource_spans:
         resource = otlp.attributes(resource_spans.resource.attributes)
+        resource_raw = resource_spans.resource.SerializeToString()
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 record = otlp.span_record(span, resource, 0)
+                # The core maps the run from these bytes at completion.
+                record.raw, record.resource_raw = span.SerializeToString(), resource_raw
                 yield IncomingSpan(
                     record,
                     span.ByteSize(),

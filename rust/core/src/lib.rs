@@ -27,6 +27,7 @@ pub mod json_trace;
 pub mod jsonl_block;
 pub(crate) mod limits;
 pub mod matching;
+pub mod otlp;
 pub(crate) mod rows;
 pub(crate) mod scope;
 pub(crate) mod score;

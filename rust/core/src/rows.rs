@@ -118,7 +118,7 @@ fn push_str(out: &mut String, s: &str) {
 }
 
 /// A float as Python's `repr` writes it (shortest round-trip digits; `1.0`, `0.5`, `1e-05`).
-fn push_float(out: &mut String, x: f64) {
+pub(crate) fn push_float(out: &mut String, x: f64) {
     if x.is_nan() {
         out.push_str("NaN");
         return;

@@ -8,6 +8,7 @@ mod errors;
 mod grader;
 mod jsonl;
 mod lazy_result;
+mod otlp;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
 // short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
@@ -28,6 +29,8 @@ mod _core {
     use crate::jsonl::{outcome_block, split_jsonl, PyBlockMark, PyJsonlBlock};
     #[pymodule_export]
     use crate::lazy_result::LazyGradeResult;
+    #[pymodule_export]
+    use crate::otlp::map_otlp;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,0 +1,40 @@
+//! `map_otlp`: OTLP export requests to `Trace` bytes with the core's span-to-call mapping.
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
+use pyo3::types::PyBytes;
+use trajgrade_core::otlp;
+
+use crate::detach::run_detached;
+
+/// (reason, count, examples) per reason, in first-seen order.
+type Unmapped = Vec<(&'static str, u64, Vec<String>)>;
+/// (traces, calls, model calls, merged duplicates, id collisions, unmapped).
+type ReportTuple = (u64, u64, u64, u64, u64, Unmapped);
+
+/// Map `ExportTraceServiceRequest` and `ExportLogsServiceRequest` bytes (arrival order) to
+/// `Trace` bytes, one per trace id (or `group_by` value), and the import report's counts.
+/// A malformed request raises `ValueError` naming it.
+#[pyfunction]
+#[pyo3(signature = (traces, logs, group_by=None, dedupe_window_s=300.0))]
+pub fn map_otlp(
+    py: Python<'_>,
+    traces: Vec<PyBackedBytes>,
+    logs: Vec<PyBackedBytes>,
+    group_by: Option<PyBackedStr>,
+    dedupe_window_s: f64,
+) -> PyResult<(Vec<Bound<'_, PyBytes>>, ReportTuple)> {
+    let (out, report) = run_detached(py, move || {
+        let traces: Vec<&[u8]> = traces.iter().map(|b| &b[..]).collect();
+        let logs: Vec<&[u8]> = logs.iter().map(|b| &b[..]).collect();
+        let group_by = group_by.as_deref();
+        otlp::map_requests(&traces, &logs, group_by, dedupe_window_s).map_err(|e| e.to_string())
+    })?
+    .map_err(PyValueError::new_err)?;
+    let traces = out.iter().map(|t| PyBytes::new(py, t)).collect();
+    let r = report;
+    Ok((
+        traces,
+        (r.traces, r.calls, r.model_calls, r.merged_duplicates, r.id_collisions, r.unmapped),
+    ))
+}
