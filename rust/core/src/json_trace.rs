@@ -240,25 +240,8 @@ fn first_time(seen: &mut u16, bit: u16) -> Option<()> {
 
 impl Scanner<'_> {
     #[inline]
-    fn ws(&mut self) {
-        self.lx.ws();
-    }
-
-    /// Skips whitespace and then `c` if it is next.
-    #[inline]
-    fn eat(&mut self, c: u8) -> bool {
-        self.lx.eat(c)
-    }
-
-    #[inline]
     fn expect(&mut self, c: u8) -> Option<()> {
         self.lx.eat(c).then_some(())
-    }
-
-    /// After a member: `true` for `,`, `false` for the closing `close`.
-    #[inline]
-    fn more(&mut self, close: u8) -> Option<bool> {
-        self.lx.more(close)
     }
 
     /// `"key":` with no escape in the key.
@@ -272,13 +255,8 @@ impl Scanner<'_> {
         }
         self.lx.i = end + 1;
         self.expect(b':')?;
-        self.ws();
+        self.lx.ws();
         Some(&self.lx.s[start..end])
-    }
-
-    #[inline]
-    fn literal(&mut self, word: &[u8]) -> bool {
-        self.lx.literal(word)
     }
 
     /// A string value at the cursor.
@@ -301,7 +279,7 @@ impl Scanner<'_> {
 
     /// A string value or `null` (the optional strings) into `out`.
     fn optional_string(&mut self, out: &mut Option<Span>) -> Option<()> {
-        *out = if self.literal(b"null") { None } else { Some(self.string()?) };
+        *out = if self.lx.literal(b"null") { None } else { Some(self.string()?) };
         Some(())
     }
 
@@ -361,9 +339,9 @@ impl Scanner<'_> {
     }
 
     fn bool(&mut self) -> Option<bool> {
-        if self.literal(b"true") {
+        if self.lx.literal(b"true") {
             Some(true)
-        } else if self.literal(b"false") {
+        } else if self.lx.literal(b"false") {
             Some(false)
         } else {
             None
@@ -408,7 +386,7 @@ impl Scanner<'_> {
         let mut t = RawTrace::default();
         self.expect(b'{')?;
         let mut seen = 0u8;
-        if !self.eat(b'}') {
+        if !self.lx.eat(b'}') {
             loop {
                 let bit = match self.key()? {
                     b"id" => ID,
@@ -431,12 +409,12 @@ impl Scanner<'_> {
                     MODEL_CALLS => self.list(&mut t, Self::model_call)?,
                     _ => self.list(&mut t, Self::turn)?,
                 }
-                if !self.more(b'}')? {
+                if !self.lx.more(b'}')? {
                     break;
                 }
             }
         }
-        self.ws();
+        self.lx.ws();
         if self.lx.i != self.lx.s.len() {
             return None;
         }
@@ -447,7 +425,7 @@ impl Scanner<'_> {
 
     fn calls(&mut self, t: &mut RawTrace) -> Option<()> {
         self.expect(b'[')?;
-        if self.eat(b']') {
+        if self.lx.eat(b']') {
             return Some(());
         }
         t.calls.reserve(16);
@@ -455,7 +433,7 @@ impl Scanner<'_> {
             let (call, len) = self.call()?;
             t.calls.push(call);
             t.encoded_len += present_field_len(len);
-            if !self.more(b']')? {
+            if !self.lx.more(b']')? {
                 return Some(());
             }
         }
@@ -466,7 +444,7 @@ impl Scanner<'_> {
         let mut c = RawCall::default();
         let mut len = 0;
         self.expect(b'{')?;
-        if self.eat(b'}') {
+        if self.lx.eat(b'}') {
             return Some((c, len));
         }
         let mut seen = 0u16;
@@ -524,7 +502,7 @@ impl Scanner<'_> {
                     len += len_field_len(c.server.len());
                 }
             }
-            if !self.more(b'}')? {
+            if !self.lx.more(b'}')? {
                 return Some((c, len));
             }
         }
@@ -537,14 +515,14 @@ impl Scanner<'_> {
         item: fn(&mut Self, &mut RawTrace) -> Option<usize>,
     ) -> Option<()> {
         self.expect(b'[')?;
-        if self.eat(b']') {
+        if self.lx.eat(b']') {
             return Some(());
         }
         loop {
-            self.ws();
+            self.lx.ws();
             let len = item(self, t)?;
             t.encoded_len += present_field_len(len);
-            if !self.more(b']')? {
+            if !self.lx.more(b']')? {
                 return Some(());
             }
         }
@@ -556,7 +534,7 @@ impl Scanner<'_> {
         let mut len = 0;
         self.expect(b'{')?;
         let mut seen = 0u16;
-        if !self.eat(b'}') {
+        if !self.lx.eat(b'}') {
             loop {
                 let bit = match self.key()? {
                     b"model" => MODEL,
@@ -580,7 +558,7 @@ impl Scanner<'_> {
                         len += len_field_len(m.agent.len());
                     }
                     COST => {
-                        m.cost = if self.literal(b"null") { None } else { Some(self.double()?) };
+                        m.cost = if self.lx.literal(b"null") { None } else { Some(self.double()?) };
                         // An optional double: key and 8 bytes whenever set.
                         len += if m.cost.is_some() { 9 } else { 0 };
                     }
@@ -599,7 +577,7 @@ impl Scanner<'_> {
                         }
                     }
                 }
-                if !self.more(b'}')? {
+                if !self.lx.more(b'}')? {
                     break;
                 }
             }
@@ -613,7 +591,7 @@ impl Scanner<'_> {
         let (mut user_input, mut answer) = (Span::default(), Span::default());
         self.expect(b'{')?;
         let mut seen = 0u16;
-        if !self.eat(b'}') {
+        if !self.lx.eat(b'}') {
             loop {
                 let bit = match self.key()? {
                     b"user_input" | b"userInput" => USER_INPUT,
@@ -626,7 +604,7 @@ impl Scanner<'_> {
                 } else {
                     answer = self.string()?;
                 }
-                if !self.more(b'}')? {
+                if !self.lx.more(b'}')? {
                     break;
                 }
             }
@@ -637,19 +615,19 @@ impl Scanner<'_> {
 
     fn metadata(&mut self, t: &mut RawTrace) -> Option<()> {
         self.expect(b'{')?;
-        if self.eat(b'}') {
+        if self.lx.eat(b'}') {
             return Some(());
         }
         loop {
-            self.ws();
+            self.lx.ws();
             let k = self.string()?;
             self.expect(b':')?;
-            self.ws();
+            self.lx.ws();
             let v = self.string()?;
             let entry = len_field_len(k.len()) + len_field_len(v.len());
             t.encoded_len += present_field_len(entry);
             t.metadata.push((k, v));
-            if !self.more(b'}')? {
+            if !self.lx.more(b'}')? {
                 return Some(());
             }
         }
