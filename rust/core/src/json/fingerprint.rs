@@ -1,8 +1,10 @@
 //! Structural fingerprints of JSON text: equal values (SPEC §2) give equal fingerprints,
-//! computed straight from the text without building a `Value` or allocating.
+//! computed straight from the text (the tokenizer's walk hashing as it goes) without building
+//! a `Value`.
 //!
 //! Used to find candidate repeats cheaply; candidates are then parsed and compared exactly,
 //! so a collision costs time, never correctness.
+use super::lex::{self, ErrorKind, LexError, Lexer, Literal, NumberText, Sink, StrOut};
 use super::value::Value;
 
 /// Deepest nesting the fingerprint follows; deeper text gets no fingerprint.
@@ -14,18 +16,22 @@ pub fn fingerprint(text: &str) -> Option<u64> {
     if text.is_empty() {
         return fingerprint("{}");
     }
-    let mut s = Scanner { b: text.as_bytes(), i: 0, keys: Vec::new() };
-    s.ws();
-    let h = s.value(0)?;
-    s.ws();
-    (s.i == s.b.len()).then_some(h)
+    let mut h = Hasher { keys: Vec::new() };
+    lex::walk(text.as_bytes(), MAX_DEPTH, &mut h).ok().map(|(_, v)| v)
 }
 
-struct Scanner<'a> {
-    b: &'a [u8],
-    i: usize,
-    /// Key hashes of the objects being scanned (a stack), to detect duplicate keys.
+/// Hashes what the walk reads.
+struct Hasher {
+    /// Key hashes of the objects being walked (a stack), to detect duplicate keys.
     keys: Vec<u64>,
+}
+
+/// An object being hashed: where its keys start on the stack, the sum of its entries' hashes
+/// (independent of key order) and their count.
+struct ObjectHash {
+    base: usize,
+    sum: u64,
+    count: u64,
 }
 
 /// A streaming hash whose result does not depend on how the input is split into writes.
@@ -91,271 +97,99 @@ impl Stream {
     }
 }
 
-impl Scanner<'_> {
-    fn ws(&mut self) {
-        while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.i += 1;
-        }
+/// Strings hash their decoded code points (as WTF-8), exactly as the parser decodes them.
+impl StrOut for Stream {
+    #[inline]
+    fn run(&mut self, s: &[u8], from: usize, to: usize) {
+        self.bytes(&s[from..to]);
+    }
+    #[inline]
+    fn code(&mut self, cp: u32) {
+        let mut buf = [0u8; 4];
+        self.bytes(lex::wtf8(cp, &mut buf));
+    }
+}
+
+fn string_hash(lx: &mut Lexer<'_>) -> Result<u64, LexError> {
+    let mut h = Stream::new(6);
+    lx.string(&mut h)?;
+    Ok(h.finish())
+}
+
+impl Sink for Hasher {
+    type Value = u64;
+    type Key = u64;
+    type Object = ObjectHash;
+    type Array = Stream;
+
+    fn string(&mut self, lx: &mut Lexer<'_>) -> Result<u64, LexError> {
+        string_hash(lx)
     }
 
-    fn value(&mut self, depth: usize) -> Option<u64> {
-        match *self.b.get(self.i)? {
-            b'{' => self.object(depth + 1),
-            b'[' => self.array(depth + 1),
-            b'"' => self.string(),
-            b't' => self.literal(b"true", 1),
-            b'f' => self.literal(b"false", 2),
-            b'n' => self.literal(b"null", 3),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
+    /// A key already in this object: no fingerprint (the parser's last-wins decides).
+    fn key(&mut self, lx: &mut Lexer<'_>, o: &mut ObjectHash) -> Result<u64, LexError> {
+        let key = string_hash(lx)?;
+        if self.keys[o.base..].contains(&key) {
+            return Err(lx.error(ErrorKind::Rejected));
         }
+        self.keys.push(key);
+        Ok(key)
     }
 
-    fn literal(&mut self, word: &[u8], tag: u64) -> Option<u64> {
-        if self.b[self.i..].starts_with(word) {
-            self.i += word.len();
-            Some(Stream::new(tag).finish())
-        } else {
-            None
+    /// The exact decimal value: sign, significant digits, power of ten.
+    fn number(&mut self, s: &[u8], n: &NumberText) -> u64 {
+        let d = n.decimal(s);
+        if d.is_zero() {
+            return Stream::new(8).finish(); // zero, whatever its sign or form
         }
-    }
-
-    fn object(&mut self, depth: usize) -> Option<u64> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        let base = self.keys.len();
-        let mut sum = 0u64;
-        let mut count = 0u64;
-        self.ws();
-        if self.b.get(self.i) == Some(&b'}') {
-            self.i += 1;
-        } else {
-            loop {
-                self.ws();
-                if self.b.get(self.i) != Some(&b'"') {
-                    return None;
-                }
-                let key = self.string()?;
-                if self.keys[base..].contains(&key) {
-                    return None;
-                }
-                self.keys.push(key);
-                self.ws();
-                if self.b.get(self.i) != Some(&b':') {
-                    return None;
-                }
-                self.i += 1;
-                self.ws();
-                let v = self.value(depth)?;
-                let mut entry = Stream::new(7);
-                entry.word(key);
-                entry.word(v);
-                // A sum is independent of key order.
-                sum = sum.wrapping_add(entry.finish());
-                count += 1;
-                self.ws();
-                match self.b.get(self.i) {
-                    Some(b',') => self.i += 1,
-                    Some(b'}') => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.keys.truncate(base);
-        let mut h = Stream::new(5);
-        h.word(count);
-        h.word(sum);
-        Some(h.finish())
-    }
-
-    fn array(&mut self, depth: usize) -> Option<u64> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        let mut h = Stream::new(4);
-        self.ws();
-        if self.b.get(self.i) == Some(&b']') {
-            self.i += 1;
-            return Some(h.finish());
-        }
-        loop {
-            self.ws();
-            let v = self.value(depth)?;
-            h.word(v);
-            self.ws();
-            match self.b.get(self.i) {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    return Some(h.finish());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// Hashes the decoded code points (as WTF-8), exactly as the parser decodes them.
-    fn string(&mut self) -> Option<u64> {
-        self.i += 1;
-        let mut h = Stream::new(6);
-        loop {
-            let start = self.i;
-            // Vectorised search for the end of the plain run; control characters are invalid.
-            let end =
-                memchr::memchr2(b'"', b'\\', &self.b[start..]).map_or(self.b.len(), |n| start + n);
-            let run = &self.b[start..end];
-            if run.iter().any(|&c| c < 0x20) {
-                return None;
-            }
-            self.i = end;
-            h.bytes(run);
-            match *self.b.get(self.i)? {
-                b'"' => {
-                    self.i += 1;
-                    return Some(h.finish());
-                }
-                b'\\' => {
-                    let e = *self.b.get(self.i + 1)?;
-                    self.i += 2;
-                    let c = match e {
-                        b'"' => b'"',
-                        b'\\' => b'\\',
-                        b'/' => b'/',
-                        b'b' => 0x08,
-                        b'f' => 0x0C,
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'u' => {
-                            let cp = self.unicode_escape()?;
-                            let mut buf = [0u8; 4];
-                            h.bytes(wtf8(cp, &mut buf));
-                            continue;
-                        }
-                        _ => return None,
-                    };
-                    h.bytes(&[c]);
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let h = self.b.get(self.i..self.i + 4)?;
-        let mut v = 0u32;
-        for &c in h {
-            v = v * 16 + char::from(c).to_digit(16)?;
-        }
-        self.i += 4;
-        Some(v)
-    }
-
-    fn unicode_escape(&mut self) -> Option<u32> {
-        let first = self.hex4()?;
-        if (0xD800..0xDC00).contains(&first) && self.b[self.i..].starts_with(b"\\u") {
-            let save = self.i;
-            self.i += 2;
-            let second = self.hex4()?;
-            if (0xDC00..0xE000).contains(&second) {
-                return Some(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00));
-            }
-            self.i = save;
-        }
-        Some(first)
-    }
-
-    /// Hashes the exact decimal value: sign, significant digits, power of ten.
-    fn number(&mut self) -> Option<u64> {
-        let negative = self.b[self.i] == b'-';
-        if negative {
-            self.i += 1;
-        }
-        let int_start = self.i;
-        match self.b.get(self.i) {
-            Some(b'0') => self.i += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return None,
-        }
-        let int_end = self.i;
-        let (mut frac_start, mut frac_end) = (self.i, self.i);
-        if self.b.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            frac_start = self.i;
-            if !matches!(self.b.get(self.i), Some(b'0'..=b'9')) {
-                return None;
-            }
-            self.digits();
-            frac_end = self.i;
-        }
-        let mut exponent: i64 = 0;
-        if matches!(self.b.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            let neg_exp = match self.b.get(self.i) {
-                Some(b'-') => {
-                    self.i += 1;
-                    true
-                }
-                Some(b'+') => {
-                    self.i += 1;
-                    false
-                }
-                _ => false,
-            };
-            if !matches!(self.b.get(self.i), Some(b'0'..=b'9')) {
-                return None;
-            }
-            let start = self.i;
-            self.digits();
-            // Saturates like `Number::from_json_text` does for absurd exponents.
-            let mut acc: Option<i64> = Some(0);
-            for &d in &self.b[start..self.i] {
-                let d = i64::from(d - b'0');
-                acc = acc.and_then(|a| a.checked_mul(10)).and_then(|a| {
-                    if neg_exp {
-                        a.checked_sub(d)
-                    } else {
-                        a.checked_add(d)
-                    }
-                });
-            }
-            exponent = acc.unwrap_or(if neg_exp { i64::MIN / 2 } else { i64::MAX / 2 });
-        }
-        let mantissa = self.b[int_start..int_end].iter().chain(&self.b[frac_start..frac_end]);
-        let total = (int_end - int_start) + (frac_end - frac_start);
-        let lead = mantissa.clone().take_while(|&&d| d == b'0').count();
-        if lead == total {
-            return Some(Stream::new(8).finish()); // zero, whatever its sign or form
-        }
-        let trail = mantissa.clone().rev().take_while(|&&d| d == b'0').count();
-        exponent =
-            exponent.saturating_sub((frac_end - frac_start) as i64).saturating_add(trail as i64);
         let mut h = Stream::new(9);
-        h.word(u64::from(negative));
-        h.word(exponent as u64);
+        h.word(u64::from(d.negative));
+        h.word(d.exponent as u64);
         // The significant digits, hashed as the (up to two) contiguous slices they span.
-        let (int, frac) = (&self.b[int_start..int_end], &self.b[frac_start..frac_end]);
-        let (from, to) = (lead, total - trail);
-        let int_len = int.len();
-        if from < int_len {
-            h.bytes(&int[from..to.min(int_len)]);
-        }
-        if to > int_len {
-            h.bytes(&frac[from.saturating_sub(int_len)..to - int_len]);
-        }
-        Some(h.finish())
+        h.bytes(d.int);
+        h.bytes(d.frac);
+        h.finish()
     }
 
-    fn digits(&mut self) {
-        while matches!(self.b.get(self.i), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
+    fn literal(&mut self, l: Literal) -> u64 {
+        let tag = match l {
+            Literal::True => 1,
+            Literal::False => 2,
+            Literal::Null => 3,
+        };
+        Stream::new(tag).finish()
+    }
+
+    fn begin_object(&mut self, _: usize) -> ObjectHash {
+        ObjectHash { base: self.keys.len(), sum: 0, count: 0 }
+    }
+
+    fn member(&mut self, o: &mut ObjectHash, key: u64, _: usize, v: u64) {
+        let mut entry = Stream::new(7);
+        entry.word(key);
+        entry.word(v);
+        o.sum = o.sum.wrapping_add(entry.finish());
+        o.count += 1;
+    }
+
+    fn end_object(&mut self, o: ObjectHash) -> u64 {
+        self.keys.truncate(o.base);
+        let mut h = Stream::new(5);
+        h.word(o.count);
+        h.word(o.sum);
+        h.finish()
+    }
+
+    fn begin_array(&mut self) -> Stream {
+        Stream::new(4)
+    }
+
+    fn element(&mut self, a: &mut Stream, v: u64) {
+        a.word(v);
+    }
+
+    fn end_array(&mut self, a: Stream) -> u64 {
+        a.finish()
     }
 }
 
@@ -402,28 +236,6 @@ pub fn fingerprint_value(v: &Value) -> u64 {
             h.bytes(n.digits().as_bytes());
             h.finish()
         }
-    }
-}
-
-fn wtf8(cp: u32, buf: &mut [u8; 4]) -> &[u8] {
-    if cp < 0x80 {
-        buf[0] = cp as u8;
-        &buf[..1]
-    } else if cp < 0x800 {
-        buf[0] = 0xC0 | (cp >> 6) as u8;
-        buf[1] = 0x80 | (cp & 0x3F) as u8;
-        &buf[..2]
-    } else if cp < 0x10000 {
-        buf[0] = 0xE0 | (cp >> 12) as u8;
-        buf[1] = 0x80 | ((cp >> 6) & 0x3F) as u8;
-        buf[2] = 0x80 | (cp & 0x3F) as u8;
-        &buf[..3]
-    } else {
-        buf[0] = 0xF0 | (cp >> 18) as u8;
-        buf[1] = 0x80 | ((cp >> 12) & 0x3F) as u8;
-        buf[2] = 0x80 | ((cp >> 6) & 0x3F) as u8;
-        buf[3] = 0x80 | (cp & 0x3F) as u8;
-        &buf[..4]
     }
 }
 

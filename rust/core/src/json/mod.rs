@@ -4,6 +4,7 @@
 pub mod canonical;
 pub mod compare;
 pub mod fingerprint;
+pub(crate) mod lex;
 pub mod parse;
 pub mod path;
 pub mod text;

@@ -1,10 +1,12 @@
-//! A strict JSON parser with `JSON.parse` semantics and an explicit depth limit.
+//! A strict JSON parser with `JSON.parse` semantics and an explicit depth limit: the
+//! tokenizer's walk (`lex.rs`) building a `Value`.
 //!
 //! Hand-written because no maintained crate keeps all three of: exact decimal numbers,
 //! lone-surrogate escapes (JS accepts `"\uD800"`), and an error instead of a stack overflow
-//! at a configurable depth. It is iterative-by-depth-bound: recursion never exceeds `max_depth`.
+//! at a configurable depth. Recursion never exceeds `max_depth`.
 use std::fmt;
 
+use super::lex::{self, ErrorKind, LexError, Lexer, Literal, NumberText, Sink};
 use super::value::{Number, Object, Str, Value};
 
 /// Why a text is not JSON, with the 1-based line and column of the offending character.
@@ -26,281 +28,115 @@ impl std::error::Error for ParseError {}
 
 /// Parses one JSON text. Containers nested deeper than `max_depth` are an error.
 pub fn parse(text: &str, max_depth: usize) -> Result<Value, ParseError> {
-    let mut p = Parser { s: text.as_bytes(), i: 0, text, max_depth };
-    p.skip_ws();
-    let v = p.value(0)?;
-    p.skip_ws();
-    if p.i < p.s.len() {
-        return Err(p.err("unexpected data after the JSON value"));
-    }
-    Ok(v)
-}
-
-struct Parser<'a> {
-    s: &'a [u8],
-    i: usize,
-    text: &'a str,
-    max_depth: usize,
-}
-
-impl Parser<'_> {
-    #[cold]
-    #[allow(clippy::naive_bytecount)] // error path only: not worth a bytecount dependency
-    fn err(&self, message: &str) -> ParseError {
-        let at = self.i.min(self.s.len());
-        let before = &self.text.as_bytes()[..at];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-        let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
-        let message = if at >= self.s.len() {
-            format!("{message} (unexpected end of input)")
-        } else {
-            message.to_owned()
-        };
-        ParseError { message, line, column, offset: at }
-    }
-
-    fn skip_ws(&mut self) {
-        while let Some(&b) = self.s.get(self.i) {
-            if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Value, ParseError> {
-        match self.s.get(self.i) {
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
-            Some(b'"') => Ok(Value::String(self.string()?)),
-            Some(b't') => self.literal("true", Value::Bool(true)),
-            Some(b'f') => self.literal("false", Value::Bool(false)),
-            Some(b'n') => self.literal("null", Value::Null),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => Err(self.err("expected a JSON value")),
-        }
-    }
-
-    fn literal(&mut self, word: &str, v: Value) -> Result<Value, ParseError> {
-        if self.s[self.i..].starts_with(word.as_bytes()) {
-            self.i += word.len();
-            Ok(v)
-        } else {
-            Err(self.err("expected a JSON value"))
-        }
-    }
-
-    fn check_depth(&self, depth: usize) -> Result<(), ParseError> {
-        if depth > self.max_depth {
-            Err(self.err(&format!("nesting deeper than the limit of {}", self.max_depth)))
-        } else {
-            Ok(())
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<Value, ParseError> {
-        self.check_depth(depth)?;
-        self.i += 1;
-        let mut obj = Object::new();
-        self.skip_ws();
-        if self.s.get(self.i) == Some(&b'}') {
-            self.i += 1;
-            return Ok(Value::Object(obj));
-        }
-        loop {
-            self.skip_ws();
-            if self.s.get(self.i) != Some(&b'"') {
-                return Err(self.err("expected a string key"));
-            }
-            let key = self.string()?;
-            self.skip_ws();
-            if self.s.get(self.i) != Some(&b':') {
-                return Err(self.err("expected ':' after an object key"));
-            }
-            self.i += 1;
-            self.skip_ws();
-            let v = self.value(depth)?;
-            obj.insert(key, v);
-            self.skip_ws();
-            match self.s.get(self.i) {
-                Some(b',') => self.i += 1,
-                Some(b'}') => {
-                    self.i += 1;
-                    return Ok(Value::Object(obj));
-                }
-                _ => return Err(self.err("expected ',' or '}' in an object")),
-            }
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Result<Value, ParseError> {
-        self.check_depth(depth)?;
-        self.i += 1;
-        let mut items = Vec::new();
-        self.skip_ws();
-        if self.s.get(self.i) == Some(&b']') {
-            self.i += 1;
-            return Ok(Value::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth)?);
-            self.skip_ws();
-            match self.s.get(self.i) {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    return Ok(Value::Array(items));
-                }
-                _ => return Err(self.err("expected ',' or ']' in an array")),
-            }
-        }
-    }
-
-    fn number(&mut self) -> Result<Value, ParseError> {
-        let start = self.i;
-        if self.s[self.i] == b'-' {
-            self.i += 1;
-        }
-        match self.s.get(self.i) {
-            Some(b'0') => {
-                self.i += 1;
-                if matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                    return Err(self.err("leading zeros are not allowed in numbers"));
-                }
-            }
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.err("expected a digit")),
-        }
-        if self.s.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if !matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                return Err(self.err("expected a digit after the decimal point"));
-            }
-            self.digits();
-        }
-        if matches!(self.s.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if !matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                return Err(self.err("expected a digit in the exponent"));
-            }
-            self.digits();
-        }
-        Ok(Value::Number(Number::from_json_text(&self.text[start..self.i])))
-    }
-
-    fn digits(&mut self) {
-        while matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
-    }
-
-    fn hex4(&mut self) -> Result<u32, ParseError> {
-        let Some(h) = self.s.get(self.i..self.i + 4) else {
-            return Err(self.err("expected four hex digits in a \\u escape"));
-        };
-        let mut v = 0u32;
-        for &c in h {
-            let d = match c {
-                b'0'..=b'9' => c - b'0',
-                b'a'..=b'f' => c - b'a' + 10,
-                b'A'..=b'F' => c - b'A' + 10,
-                _ => return Err(self.err("expected four hex digits in a \\u escape")),
-            };
-            v = v * 16 + u32::from(d);
-        }
-        self.i += 4;
-        Ok(v)
-    }
-
-    fn string(&mut self) -> Result<Str, ParseError> {
-        self.i += 1; // opening quote
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            // Copy the run of plain bytes at once (the input is valid UTF-8 already).
-            let run_start = self.i;
-            while let Some(&b) = self.s.get(self.i) {
-                if b == b'"' || b == b'\\' || b < 0x20 {
-                    break;
-                }
-                self.i += 1;
-            }
-            out.extend_from_slice(&self.s[run_start..self.i]);
-            match self.s.get(self.i) {
-                None => return Err(self.err("unterminated string")),
-                Some(b'"') => {
-                    self.i += 1;
-                    return Ok(Str::from_wtf8(out));
-                }
-                Some(b'\\') => {
-                    self.i += 1;
-                    let Some(&e) = self.s.get(self.i) else {
-                        return Err(self.err("unterminated string"));
-                    };
-                    self.i += 1;
-                    let c = match e {
-                        b'"' => b'"',
-                        b'\\' => b'\\',
-                        b'/' => b'/',
-                        b'b' => 0x08,
-                        b'f' => 0x0C,
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'u' => {
-                            let cp = self.unicode_escape()?;
-                            push_wtf8(&mut out, cp);
-                            continue;
-                        }
-                        _ => {
-                            self.i -= 1;
-                            return Err(self.err("invalid escape in a string"));
-                        }
-                    };
-                    out.push(c);
-                }
-                Some(_) => return Err(self.err("control character in a string")),
-            }
-        }
-    }
-
-    /// After `\u`: one code point, joining a surrogate pair written as two escapes.
-    fn unicode_escape(&mut self) -> Result<u32, ParseError> {
-        let first = self.hex4()?;
-        if (0xD800..0xDC00).contains(&first) && self.s[self.i..].starts_with(b"\\u") {
-            let save = self.i;
-            self.i += 2;
-            let second = self.hex4()?;
-            if (0xDC00..0xE000).contains(&second) {
-                return Ok(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00));
-            }
-            self.i = save; // a lone high surrogate followed by another escape
-        }
-        Ok(first)
+    match lex::walk(text.as_bytes(), max_depth, &mut Build { text }) {
+        Ok((_, v)) => Ok(v),
+        Err(e) => Err(error(text, e, max_depth)),
     }
 }
 
-/// Appends a code point (a lone surrogate included) in generalized UTF-8.
-fn push_wtf8(out: &mut Vec<u8>, cp: u32) {
-    if cp < 0x80 {
-        out.push(cp as u8);
-    } else if cp < 0x800 {
-        out.push(0xC0 | (cp >> 6) as u8);
-        out.push(0x80 | (cp & 0x3F) as u8);
-    } else if cp < 0x10000 {
-        out.push(0xE0 | (cp >> 12) as u8);
-        out.push(0x80 | ((cp >> 6) & 0x3F) as u8);
-        out.push(0x80 | (cp & 0x3F) as u8);
+/// The message for a tokenizer error, with its line and column.
+#[cold]
+#[allow(clippy::naive_bytecount)] // error path only: not worth a bytecount dependency
+fn error(text: &str, e: LexError, max_depth: usize) -> ParseError {
+    let message = match e.kind {
+        ErrorKind::ExpectedValue => "expected a JSON value",
+        ErrorKind::ExpectedKey => "expected a string key",
+        ErrorKind::ExpectedColon => "expected ':' after an object key",
+        ErrorKind::ExpectedObjectEnd => "expected ',' or '}' in an object",
+        ErrorKind::ExpectedArrayEnd => "expected ',' or ']' in an array",
+        ErrorKind::LeadingZero => "leading zeros are not allowed in numbers",
+        ErrorKind::ExpectedDigit => "expected a digit",
+        ErrorKind::ExpectedFractionDigit => "expected a digit after the decimal point",
+        ErrorKind::ExpectedExponentDigit => "expected a digit in the exponent",
+        ErrorKind::BadHex => "expected four hex digits in a \\u escape",
+        ErrorKind::BadEscape => "invalid escape in a string",
+        ErrorKind::ControlCharacter => "control character in a string",
+        ErrorKind::Unterminated => "unterminated string",
+        ErrorKind::TrailingData => "unexpected data after the JSON value",
+        ErrorKind::TooDeep | ErrorKind::Rejected => "",
+    };
+    let message = if e.kind == ErrorKind::TooDeep {
+        format!("nesting deeper than the limit of {max_depth}")
     } else {
-        out.push(0xF0 | (cp >> 18) as u8);
-        out.push(0x80 | ((cp >> 12) & 0x3F) as u8);
-        out.push(0x80 | ((cp >> 6) & 0x3F) as u8);
-        out.push(0x80 | (cp & 0x3F) as u8);
+        message.to_owned()
+    };
+    let bytes = text.as_bytes();
+    let at = e.at.min(bytes.len());
+    let before = &bytes[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let message =
+        if at >= bytes.len() { format!("{message} (unexpected end of input)") } else { message };
+    ParseError { message, line, column, offset: at }
+}
+
+/// Builds the `Value`.
+struct Build<'t> {
+    text: &'t str,
+}
+
+impl Sink for Build<'_> {
+    type Value = Value;
+    type Key = Str;
+    type Object = Object;
+    type Array = Vec<Value>;
+
+    #[inline]
+    fn string(&mut self, lx: &mut Lexer<'_>) -> Result<Value, LexError> {
+        Ok(Value::String(Self::key_str(lx)?))
+    }
+
+    #[inline]
+    fn key(&mut self, lx: &mut Lexer<'_>, _: &mut Object) -> Result<Str, LexError> {
+        Self::key_str(lx)
+    }
+
+    fn number(&mut self, _: &[u8], n: &NumberText) -> Value {
+        Value::Number(Number::from_json_text(&self.text[n.start..n.end()]))
+    }
+
+    fn literal(&mut self, l: Literal) -> Value {
+        match l {
+            Literal::True => Value::Bool(true),
+            Literal::False => Value::Bool(false),
+            Literal::Null => Value::Null,
+        }
+    }
+
+    fn begin_object(&mut self, _: usize) -> Object {
+        Object::new()
+    }
+
+    /// The last duplicate wins (in the first one's position: `Object::insert`).
+    fn member(&mut self, o: &mut Object, k: Str, _: usize, v: Value) {
+        o.insert(k, v);
+    }
+
+    fn end_object(&mut self, o: Object) -> Value {
+        Value::Object(o)
+    }
+
+    fn begin_array(&mut self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    fn element(&mut self, a: &mut Vec<Value>, v: Value) {
+        a.push(v);
+    }
+
+    fn end_array(&mut self, a: Vec<Value>) -> Value {
+        Value::Array(a)
+    }
+}
+
+impl Build<'_> {
+    /// The decoded string at the cursor (WTF-8: lone surrogates kept).
+    #[inline]
+    fn key_str(lx: &mut Lexer<'_>) -> Result<Str, LexError> {
+        let mut out = Vec::new();
+        lx.string(&mut out)?;
+        Ok(Str::from_wtf8(out))
     }
 }
 

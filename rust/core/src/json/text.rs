@@ -1,14 +1,16 @@
 //! EXACT / SUBSET / PARTIAL matching straight against argument text, without building a
 //! `Value` for the actual side (the fast path of `args::Comparison`).
 //!
-//! The text is first validated with exactly the grammar and depth rule of `parse` (same
-//! acceptance, no allocation); invalid text returns `None` so the caller parses it and reports
+//! The text is first validated by the tokenizer's walk (`lex.rs`), the grammar and depth rule
+//! of `parse` (same acceptance, no allocation), then read with the tokenizer's unchecked
+//! cursor; invalid text returns `None` so the caller parses it and reports
 //! the parser's error. On valid text the comparison follows `compare::matches`: object keys
 //! compared as decoded strings, the last duplicate key wins, numbers compared as exact
 //! decimals (normalised from the text as `Number::from_json_text` does).
 use std::fmt::Write;
 
 use super::compare::{escape_non_ascii, invisible, push_key, show, Diff, Mode};
+use super::lex::{self, LexError, Lexer, Literal, NumberText, Sink};
 use super::value::{Number, Object, Str, Value};
 
 /// `Some(matches(expected, parse(text), mode))` when `text` is valid JSON within `max_depth`;
@@ -21,11 +23,11 @@ pub fn matches_text(expected: &Value, text: &str, mode: Mode, max_depth: usize) 
 /// `matches(expected, parse(text), mode)` for `text` that [`validate`] accepted with first
 /// value at `start`.
 pub fn matches_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> bool {
-    let mut c = Cur { s: text.as_bytes(), i: start };
+    let mut c = Cur::new(text.as_bytes(), start);
     match mode {
         Mode::Exact => eq(expected, &mut c),
         Mode::Subset => match expected {
-            Value::Object(e) => c.peek() == b'{' && object_match(e, &mut c, false, eq),
+            Value::Object(e) => c.byte() == b'{' && object_match(e, &mut c, false, eq),
             _ => eq(expected, &mut c),
         },
         Mode::Partial => partial(expected, &mut c),
@@ -48,7 +50,7 @@ pub fn diff_count_text(
 
 /// [`diff_count_text`] for `text` that [`validate`] accepted with first value at `start`.
 pub fn diff_count_valid(expected: &Value, text: &str, start: usize, mode: Mode) -> Option<usize> {
-    let mut c = Cur { s: text.as_bytes(), i: start };
+    let mut c = Cur::new(text.as_bytes(), start);
     count(expected, &mut c, mode, true)
 }
 
@@ -64,7 +66,7 @@ pub fn diff_valid(
     max_depth: usize,
 ) -> Option<Diff> {
     let mut d = TextDiffer { text, max_depth, diff: Diff::default(), path: String::from("$") };
-    d.walk(expected, &mut Cur { s: text.as_bytes(), i: start }, mode, true)?;
+    d.walk(expected, &mut Cur::new(text.as_bytes(), start), mode, true)?;
     Some(d.diff)
 }
 
@@ -92,7 +94,7 @@ impl TextDiffer<'_> {
     }
 
     fn walk(&mut self, e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<()> {
-        match (e, c.peek()) {
+        match (e, c.byte()) {
             (Value::Object(eo), b'{') => {
                 let exact = mode == Mode::Exact;
                 let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
@@ -109,7 +111,7 @@ impl TextDiffer<'_> {
                             ))
                         })?;
                     } else {
-                        self.walk(ev, &mut Cur { s: c.s, i: at }, child_mode, false)?;
+                        self.walk(ev, &mut Cur::new(c.s, at), child_mode, false)?;
                     }
                     self.path.truncate(len);
                 }
@@ -117,8 +119,8 @@ impl TextDiffer<'_> {
                     let len = self.path.len();
                     push_key(&mut self.path, &Str::from(std::str::from_utf8(body).ok()?));
                     self.note(|d| {
-                        let mut end = Cur { s: c.s, i: at };
-                        end.skip();
+                        let mut end = Cur::new(c.s, at);
+                        end.skip_valid();
                         Some(format!("{} is not expected, got {}", d.path, d.shown(at, end.i)?))
                     })?;
                     self.path.truncate(len);
@@ -126,7 +128,7 @@ impl TextDiffer<'_> {
             }
             (Value::Array(ea), b'[') if mode != Mode::Subset || !top => {
                 let mut k = 0;
-                if c.open() {
+                if c.valid_open() {
                     loop {
                         match ea.get(k) {
                             Some(ev) => {
@@ -135,10 +137,10 @@ impl TextDiffer<'_> {
                                 self.walk(ev, c, mode, false)?;
                                 self.path.truncate(len);
                             }
-                            None => c.skip(),
+                            None => c.skip_valid(),
                         }
                         k += 1;
-                        if !c.next() {
+                        if !c.valid_next() {
                             break;
                         }
                     }
@@ -150,8 +152,8 @@ impl TextDiffer<'_> {
             }
             _ => {
                 let at = c.i;
-                let same = eq(e, &mut Cur { s: c.s, i: at });
-                c.skip();
+                let same = eq(e, &mut Cur::new(c.s, at));
+                c.skip_valid();
                 if !same {
                     let end = c.i;
                     self.note(|d| {
@@ -182,9 +184,9 @@ fn object_keys<'s>(
 ) -> Option<(Vec<usize>, Vec<ExtraKey<'s>>)> {
     let mut last = vec![usize::MAX; eo.len()];
     let mut extra: Vec<ExtraKey<'s>> = Vec::new();
-    if c.open() {
+    if c.valid_open() {
         loop {
-            let (body, escaped) = c.key();
+            let (body, escaped) = c.valid_key();
             match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
                 Some(j) => last[j] = c.i,
                 None if exact => {
@@ -198,8 +200,8 @@ fn object_keys<'s>(
                 }
                 None => {}
             }
-            c.skip();
-            if !c.next() {
+            c.skip_valid();
+            if !c.valid_next() {
                 break;
             }
         }
@@ -210,7 +212,7 @@ fn object_keys<'s>(
 /// The number of differences `compare::Differ::walk` counts between `e` and the value at the
 /// cursor (consumed).
 fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
-    match (e, c.peek()) {
+    match (e, c.byte()) {
         (Value::Object(eo), b'{') => {
             let exact = mode == Mode::Exact;
             let child_mode = if mode == Mode::Subset && top { Mode::Exact } else { mode };
@@ -220,7 +222,7 @@ fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
                 n += if at == usize::MAX {
                     1
                 } else {
-                    count(ev, &mut Cur { s: c.s, i: at }, child_mode, false)?
+                    count(ev, &mut Cur::new(c.s, at), child_mode, false)?
                 };
             }
             Some(n)
@@ -228,14 +230,14 @@ fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
         (Value::Array(ea), b'[') if mode != Mode::Subset || !top => {
             let mut n = 0;
             let mut k = 0;
-            if c.open() {
+            if c.valid_open() {
                 loop {
                     match ea.get(k) {
                         Some(ev) => n += count(ev, c, mode, false)?,
-                        None => c.skip(),
+                        None => c.skip_valid(),
                     }
                     k += 1;
-                    if !c.next() {
+                    if !c.valid_next() {
                         break;
                     }
                 }
@@ -243,30 +245,114 @@ fn count(e: &Value, c: &mut Cur<'_>, mode: Mode, top: bool) -> Option<usize> {
             Some(n + k.abs_diff(ea.len()))
         }
         _ => {
-            let same = eq(e, &mut Cur { s: c.s, i: c.i });
-            c.skip();
+            let same = eq(e, &mut Cur::new(c.s, c.i));
+            c.skip_valid();
             Some(usize::from(!same))
         }
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Validation: the grammar of parse.rs, position for position, without building anything.
+// Validation: the tokenizer's walk (the grammar and depth rule of `parse`), building nothing.
 
-struct Validator<'a> {
-    s: &'a [u8],
-    i: usize,
-    max_depth: usize,
+/// Validation builds nothing.
+struct Check;
+
+impl Sink for Check {
+    type Value = ();
+    type Key = ();
+    type Object = ();
+    type Array = ();
+
+    #[inline]
+    fn string(&mut self, lx: &mut Lexer<'_>) -> Result<(), LexError> {
+        lx.string(&mut ()).map(|_| ())
+    }
+    #[inline]
+    fn key(&mut self, lx: &mut Lexer<'_>, (): &mut ()) -> Result<(), LexError> {
+        lx.string(&mut ()).map(|_| ())
+    }
+    #[inline]
+    fn number(&mut self, _: &[u8], _: &NumberText) {}
+    #[inline]
+    fn literal(&mut self, _: Literal) {}
+    #[inline]
+    fn begin_object(&mut self, _: usize) {}
+    #[inline]
+    fn member(&mut self, (): &mut (), (): (), _: usize, (): ()) {}
+    #[inline]
+    fn end_object(&mut self, (): ()) {}
+    #[inline]
+    fn begin_array(&mut self) {}
+    #[inline]
+    fn element(&mut self, (): &mut (), (): ()) {}
+    #[inline]
+    fn end_array(&mut self, (): ()) {}
+}
+
+/// Validation that notes, in a top-level object, where the value of each of `keys` starts.
+struct Indexed<'k> {
+    s: &'k [u8],
+    keys: &'k Object,
+    last: &'k mut [usize],
+}
+
+impl Sink for Indexed<'_> {
+    type Value = ();
+    /// A key's body (its offsets between the quotes) and whether it has escapes.
+    type Key = (usize, usize, bool);
+    /// Whether the object is the top-level one.
+    type Object = bool;
+    type Array = ();
+
+    #[inline]
+    fn string(&mut self, lx: &mut Lexer<'_>) -> Result<(), LexError> {
+        lx.string(&mut ()).map(|_| ())
+    }
+    #[inline]
+    fn key(&mut self, lx: &mut Lexer<'_>, _: &mut bool) -> Result<(usize, usize, bool), LexError> {
+        let from = lx.i + 1;
+        let escaped = lx.string(&mut ())?;
+        Ok((from, lx.i - 1, escaped))
+    }
+    #[inline]
+    fn number(&mut self, _: &[u8], _: &NumberText) {}
+    #[inline]
+    fn literal(&mut self, _: Literal) {}
+    #[inline]
+    fn begin_object(&mut self, depth: usize) -> bool {
+        depth == 1
+    }
+    /// The last duplicate wins.
+    #[inline]
+    fn member(
+        &mut self,
+        top: &mut bool,
+        (from, to, escaped): (usize, usize, bool),
+        at: usize,
+        (): (),
+    ) {
+        if *top {
+            let body = &self.s[from..to];
+            if let Some(j) = self.keys.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes()))
+            {
+                self.last[j] = at;
+            }
+        }
+    }
+    #[inline]
+    fn end_object(&mut self, _: bool) {}
+    #[inline]
+    fn begin_array(&mut self) {}
+    #[inline]
+    fn element(&mut self, (): &mut (), (): ()) {}
+    #[inline]
+    fn end_array(&mut self, (): ()) {}
 }
 
 /// The offset of the first value when `s` is one valid JSON text; `None` otherwise.
 pub fn validate(s: &[u8], max_depth: usize) -> Option<usize> {
-    let mut v = Validator { s, i: 0, max_depth };
-    v.ws();
-    let start = v.i;
-    v.value(0)?;
-    v.ws();
-    (v.i == s.len()).then_some(start)
+    lex::walk(s, max_depth, &mut Check).ok().map(|(start, ())| start)
 }
 
 /// [`validate`] that also indexes a top-level object: `last[j]` becomes the offset of the value
@@ -278,54 +364,8 @@ pub fn validate_indexed(
     keys: &Object,
     last: &mut [usize],
 ) -> Option<(usize, bool)> {
-    let mut v = Validator { s, i: 0, max_depth };
-    v.ws();
-    let start = v.i;
-    if s.get(start) != Some(&b'{') {
-        v.value(0)?;
-        v.ws();
-        return (v.i == s.len()).then_some((start, false));
-    }
-    // `Validator::object(1)`, looking each key up.
-    if max_depth < 1 {
-        return None;
-    }
-    v.i += 1;
-    v.ws();
-    if s.get(v.i) == Some(&b'}') {
-        v.i += 1;
-    } else {
-        loop {
-            v.ws();
-            if s.get(v.i) != Some(&b'"') {
-                return None;
-            }
-            let from = v.i + 1;
-            let escaped = v.string()?;
-            let body = &s[from..v.i - 1];
-            v.ws();
-            if s.get(v.i) != Some(&b':') {
-                return None;
-            }
-            v.i += 1;
-            v.ws();
-            if let Some(j) = keys.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
-                last[j] = v.i;
-            }
-            v.value(1)?;
-            v.ws();
-            match s.get(v.i)? {
-                b',' => v.i += 1,
-                b'}' => {
-                    v.i += 1;
-                    break;
-                }
-                _ => return None,
-            }
-        }
-    }
-    v.ws();
-    (v.i == s.len()).then_some((start, true))
+    let (start, ()) = lex::walk(s, max_depth, &mut Indexed { s, keys, last }).ok()?;
+    Some((start, s[start] == b'{'))
 }
 
 /// SUBSET or PARTIAL of the object `expected` against the top-level object of valid `text`
@@ -335,335 +375,15 @@ pub fn matches_indexed(expected: &Object, text: &str, last: &[usize], mode: Mode
     expected
         .iter()
         .zip(last)
-        .all(|((_, ev), &at)| at != usize::MAX && value(ev, &mut Cur { s: text.as_bytes(), i: at }))
-}
-
-impl Validator<'_> {
-    #[inline]
-    fn ws(&mut self) {
-        while let Some(&b) = self.s.get(self.i) {
-            if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                self.i += 1;
-            } else {
-                break;
-            }
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Option<()> {
-        match *self.s.get(self.i)? {
-            b'{' => self.object(depth + 1),
-            b'[' => self.array(depth + 1),
-            b'"' => self.string().map(|_| ()),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        if self.s[self.i..].starts_with(word) {
-            self.i += word.len();
-            Some(())
-        } else {
-            None
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Option<()> {
-        if depth > self.max_depth {
-            return None;
-        }
-        self.i += 1;
-        self.ws();
-        if self.s.get(self.i) == Some(&b'}') {
-            self.i += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            if self.s.get(self.i) != Some(&b'"') {
-                return None;
-            }
-            self.string()?;
-            self.ws();
-            if self.s.get(self.i) != Some(&b':') {
-                return None;
-            }
-            self.i += 1;
-            self.ws();
-            self.value(depth)?;
-            self.ws();
-            match self.s.get(self.i)? {
-                b',' => self.i += 1,
-                b'}' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Option<()> {
-        if depth > self.max_depth {
-            return None;
-        }
-        self.i += 1;
-        self.ws();
-        if self.s.get(self.i) == Some(&b']') {
-            self.i += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            self.value(depth)?;
-            self.ws();
-            match self.s.get(self.i)? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn digits(&mut self) {
-        while matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
-    }
-
-    fn number(&mut self) -> Option<()> {
-        if self.s[self.i] == b'-' {
-            self.i += 1;
-        }
-        match self.s.get(self.i)? {
-            b'0' => {
-                self.i += 1;
-                if matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                    return None;
-                }
-            }
-            b'1'..=b'9' => self.digits(),
-            _ => return None,
-        }
-        if self.s.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if !matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                return None;
-            }
-            self.digits();
-        }
-        if matches!(self.s.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if !matches!(self.s.get(self.i), Some(b'0'..=b'9')) {
-                return None;
-            }
-            self.digits();
-        }
-        Some(())
-    }
-
-    /// Whether the string has escapes.
-    fn string(&mut self) -> Option<bool> {
-        self.i += 1;
-        let mut escaped = false;
-        loop {
-            self.i = scan_string(self.s, self.i, true);
-            let b = *self.s.get(self.i)?;
-            self.i += 1;
-            match b {
-                b'"' => return Some(escaped),
-                b'\\' => match *self.s.get(self.i)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {
-                        escaped = true;
-                        self.i += 1;
-                    }
-                    b'u' => {
-                        escaped = true;
-                        let hex = self.s.get(self.i + 1..self.i + 5)?;
-                        if !hex.iter().all(u8::is_ascii_hexdigit) {
-                            return None;
-                        }
-                        self.i += 5;
-                    }
-                    _ => return None,
-                },
-                0..=0x1F => return None,
-                _ => {}
-            }
-        }
-    }
+        .all(|((_, ev), &at)| at != usize::MAX && value(ev, &mut Cur::new(text.as_bytes(), at)))
 }
 
 // ---------------------------------------------------------------------------------------------
 // Comparison on validated text. Each function consumes the value at the cursor when it returns
 // true; after `false` the cursor is meaningless (every caller stops).
 
-struct Cur<'a> {
-    s: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Cur<'a> {
-    #[inline]
-    fn ws(&mut self) {
-        while matches!(self.s.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.i += 1;
-        }
-    }
-
-    #[inline]
-    fn peek(&self) -> u8 {
-        self.s[self.i]
-    }
-
-    /// Skips a string; returns its contents (between the quotes) and whether it has escapes.
-    #[inline]
-    fn string(&mut self) -> (&'a [u8], bool) {
-        self.i += 1;
-        let start = self.i;
-        let mut escaped = false;
-        loop {
-            self.i = scan_string(self.s, self.i, false);
-            match self.s[self.i] {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.i += 2;
-                }
-                _ => self.i += 1,
-            }
-        }
-        let body = &self.s[start..self.i];
-        self.i += 1;
-        (body, escaped)
-    }
-
-    /// Skips one (valid) value.
-    fn skip(&mut self) {
-        match self.peek() {
-            b'"' => {
-                self.string();
-            }
-            b'{' | b'[' => {
-                let mut depth = 0usize;
-                loop {
-                    // Structural bytes only; everything else is passed over quickly.
-                    while !STRUCTURAL[usize::from(self.s[self.i])] {
-                        self.i += 1;
-                    }
-                    match self.s[self.i] {
-                        b'"' => {
-                            self.string();
-                            continue;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                self.i += 1;
-                                return;
-                            }
-                        }
-                        _ => {}
-                    }
-                    self.i += 1;
-                }
-            }
-            _ => {
-                while self.i < self.s.len()
-                    && !matches!(self.s[self.i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-                {
-                    self.i += 1;
-                }
-            }
-        }
-    }
-
-    /// After a value inside a container: true if another element follows (consumes `,`), false
-    /// at the end (consumes the closing bracket).
-    #[inline]
-    fn next(&mut self) -> bool {
-        self.ws();
-        let more = self.s[self.i] == b',';
-        self.i += 1;
-        self.ws();
-        more
-    }
-
-    /// After an opening bracket: false for an empty container (consumes the closing one).
-    #[inline]
-    fn open(&mut self) -> bool {
-        self.i += 1;
-        self.ws();
-        if matches!(self.s[self.i], b'}' | b']') {
-            self.i += 1;
-            false
-        } else {
-            true
-        }
-    }
-
-    /// Reads `"key" :` and leaves the cursor on the value.
-    fn key(&mut self) -> (&'a [u8], bool) {
-        let k = self.string();
-        self.ws();
-        self.i += 1; // ':'
-        self.ws();
-        k
-    }
-}
-
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
-
-/// The offset of the first byte at or after `i` that is `"` or `\\` (or, with `control`, below
-/// 0x20); `s.len()` when there is none. Eight bytes at a time: in each mask below, the lowest
-/// flagged byte is exact (borrows only disturb the bytes above it), which is the one taken.
-#[inline]
-fn scan_string(s: &[u8], mut i: usize, control: bool) -> usize {
-    while let Some(chunk) = s.get(i..i + 8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(w);
-        let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-        let mut m = zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\')));
-        if control {
-            m |= w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-        }
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while let Some(&b) = s.get(i) {
-        if b == b'"' || b == b'\\' || (control && b < 0x20) {
-            break;
-        }
-        i += 1;
-    }
-    i
-}
-
-/// `"`, `{`, `[`, `}`, `]`: the bytes a container skip must look at.
-static STRUCTURAL: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b'"' as usize] = true;
-    t[b'{' as usize] = true;
-    t[b'[' as usize] = true;
-    t[b'}' as usize] = true;
-    t[b']' as usize] = true;
-    t
-};
+/// The cursor over validated text: the tokenizer's unchecked half.
+type Cur<'a> = Lexer<'a>;
 
 /// Decoded string bytes (WTF-8) equal `want`.
 #[inline]
@@ -692,18 +412,14 @@ fn escaped_str_eq(body: &[u8], want: &[u8]) -> bool {
 
 /// Deep equality of `e` with the value at the cursor (SPEC §2).
 fn eq(e: &Value, c: &mut Cur<'_>) -> bool {
-    match (e, c.peek()) {
+    match (e, c.byte()) {
         (Value::Object(eo), b'{') => object_match(eo, c, true, eq),
         (Value::Array(ea), b'[') => array_match(ea, c, eq),
         (Value::String(es), b'"') => {
-            let (body, escaped) = c.string();
+            let (body, escaped) = c.valid_string();
             str_eq(body, escaped, es.as_bytes())
         }
-        (Value::Number(n), b'-' | b'0'..=b'9') => {
-            let start = c.i;
-            c.skip();
-            number_eq(n, &c.s[start..c.i])
-        }
+        (Value::Number(n), b'-' | b'0'..=b'9') => c.number().is_ok_and(|t| number_eq(n, &t, c.s)),
         (Value::Bool(true), b't') | (Value::Null, b'n') => {
             c.i += 4;
             true
@@ -718,7 +434,7 @@ fn eq(e: &Value, c: &mut Cur<'_>) -> bool {
 
 /// PARTIAL: objects as SUBSET recursing, arrays same length element-wise, scalars deep-equal.
 fn partial(e: &Value, c: &mut Cur<'_>) -> bool {
-    match (e, c.peek()) {
+    match (e, c.byte()) {
         (Value::Object(eo), b'{') => object_match(eo, c, false, partial),
         (Value::Array(ea), b'[') => array_match(ea, c, partial),
         (Value::Object(_) | Value::Array(_), _) => false,
@@ -728,14 +444,14 @@ fn partial(e: &Value, c: &mut Cur<'_>) -> bool {
 
 fn array_match(ea: &[Value], c: &mut Cur<'_>, elem: fn(&Value, &mut Cur<'_>) -> bool) -> bool {
     let mut k = 0;
-    if c.open() {
+    if c.valid_open() {
         loop {
             let Some(ev) = ea.get(k) else { return false };
             if !elem(ev, c) {
                 return false;
             }
             k += 1;
-            if !c.next() {
+            if !c.valid_next() {
                 break;
             }
         }
@@ -762,23 +478,23 @@ fn object_match(
         heap.resize(n, usize::MAX);
         &mut heap
     };
-    if c.open() {
+    if c.valid_open() {
         loop {
-            let (body, escaped) = c.key();
+            let (body, escaped) = c.valid_key();
             match eo.iter().position(|(k, _)| str_eq(body, escaped, k.as_bytes())) {
                 Some(j) => last[j] = c.i,
                 None if exact => return false,
                 None => {}
             }
-            c.skip();
-            if !c.next() {
+            c.skip_valid();
+            if !c.valid_next() {
                 break;
             }
         }
     }
     let end = c.i;
     for ((_, ev), &at) in eo.iter().zip(last.iter()) {
-        if at == usize::MAX || !value(ev, &mut Cur { s: c.s, i: at }) {
+        if at == usize::MAX || !value(ev, &mut Cur::new(c.s, at)) {
             return false;
         }
     }
@@ -786,41 +502,14 @@ fn object_match(
     true
 }
 
-/// `n` equals the number written as `raw` (valid JSON number text), normalised exactly as
-/// `Number::from_json_text` does, without allocating.
-fn number_eq(n: &Number, raw: &[u8]) -> bool {
-    let (negative, rest) = match raw.split_first() {
-        Some((b'-', r)) => (true, r),
-        _ => (false, raw),
-    };
-    let (mantissa, exp_text) = match rest.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
-        None => (rest, &[][..]),
-    };
-    let mut exponent: i64 = if exp_text.is_empty() {
-        0
-    } else {
-        let t = std::str::from_utf8(exp_text).unwrap_or("0");
-        t.parse::<i64>().unwrap_or(if t.starts_with('-') { i64::MIN / 2 } else { i64::MAX / 2 })
-    };
-    let (int_part, frac_part) = match mantissa.iter().position(|&b| b == b'.') {
-        Some(i) => (&mantissa[..i], &mantissa[i + 1..]),
-        None => (mantissa, &[][..]),
-    };
-    exponent = exponent.saturating_sub(frac_part.len() as i64);
-    let total = int_part.len() + frac_part.len();
-    let at =
-        |k: usize| if k < int_part.len() { int_part[k] } else { frac_part[k - int_part.len()] };
-    let lead = (0..total).take_while(|&k| at(k) == b'0').count();
-    let trail = (lead..total).rev().take_while(|&k| at(k) == b'0').count();
-    let sig = total - lead - trail;
-    exponent = exponent.saturating_add(trail as i64);
-    let is_zero = sig == 0;
-    let digits = n.digits().as_bytes();
-    n.is_negative() == (negative && !is_zero)
-        && n.exponent() == if is_zero { 0 } else { exponent }
-        && digits.len() == sig
-        && digits.iter().enumerate().all(|(k, &d)| at(lead + k) == d)
+/// `n` equals the number `t` of the text `s`, normalised exactly as `Number::from_json_text`
+/// does, without allocating.
+#[inline]
+fn number_eq(n: &Number, t: &NumberText, s: &[u8]) -> bool {
+    let d = t.decimal(s);
+    n.is_negative() == d.negative
+        && n.exponent() == d.exponent
+        && d.digits_eq(n.digits().as_bytes())
 }
 
 #[cfg(test)]
