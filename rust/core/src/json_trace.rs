@@ -640,31 +640,7 @@ impl Scanner<'_> {
 pub(crate) mod generate {
     use std::fmt::Write as _;
 
-    /// splitmix64: deterministic, no dependency.
-    pub struct Rng(pub u64);
-
-    impl Rng {
-        pub fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        pub fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-
-        /// True with probability `percent`%.
-        pub fn chance(&mut self, percent: usize) -> bool {
-            self.below(100) < percent
-        }
-
-        pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-            items[self.below(items.len())]
-        }
-    }
+    pub(crate) use crate::test_rng::Rng;
 
     const CHARS: &[char] = &[
         'a', 'b', 'z', 'A', '0', '9', ' ', '"', '\\', '/', '\n', '\t', '\r', '\u{8}', '\u{c}',

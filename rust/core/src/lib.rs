@@ -32,6 +32,8 @@ pub(crate) mod rows;
 pub(crate) mod scope;
 pub(crate) mod score;
 pub(crate) mod suite;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod trace;
 pub mod wire;
 pub mod work;

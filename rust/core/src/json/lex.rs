@@ -842,21 +842,7 @@ mod tests {
         }
     }
 
-    /// splitmix64: deterministic, no dependency.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) % n as u64) as usize
-        }
-        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-            items[self.below(items.len())]
-        }
-    }
+    use crate::test_rng::Rng;
 
     const WS: &[&str] = &["", "", "", " ", "\n\t", "\r", "\u{c}"];
     const NUMS: &[&str] = &[
