@@ -57,7 +57,13 @@ def test_every_entry_point_is_in_the_doc_tables() -> None:
     functions = {
         n for n in dir(_core) if type(getattr(_core, n)).__name__ == "builtin_function_or_method"
     }
-    assert functions == {"split_jsonl", "encode_trace_dict", "outcome_block", "map_otlp"}
+    assert functions == {
+        "split_jsonl",
+        "encode_trace_dict",
+        "outcome_block",
+        "map_otlp",
+        "otlp_spans",
+    }
     names |= functions
     assert {n for n in names if f"`{n}`" not in first_cells} == set()
     assert "`CompiledSuite.suite_id`, `.suite_bytes()`" in first_cells

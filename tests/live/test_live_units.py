@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
 from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.assembly import (
@@ -20,6 +21,7 @@ from trajgrade.live.assembly import (
     IncomingSpan,
 )
 from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
+from trajgrade.live.grading import _incoming
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
 from trajgrade.regrade.diff import diff_files
@@ -340,3 +342,45 @@ def test_graded_ids_cap_forgets_the_oldest_and_a_refiled_id_moves_on() -> None:
     assert graded.forgotten == {FORGOT_CAP: 1, FORGOT_WINDOW: 1}
     graded.expire(now=120.0)
     assert len(graded) == 0 and graded.forgotten[FORGOT_WINDOW] == 3
+
+
+def test_intake_decodes_heads_and_keyed_attributes_in_the_core() -> None:
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    attribute = resource_spans.resource.attributes.add()
+    attribute.key, attribute.value.string_value = "service.name", "svc"
+    spans = resource_spans.scope_spans.add().spans
+    root = spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, start_time_unix_nano=5, flags=0x100)
+    root.events.add(name="trajgrade.run.end")
+    for key, value in (("route", "a"), ("other", "x"), ("route", "b")):
+        attribute = root.attributes.add()
+        attribute.key, attribute.value.string_value = key, value
+    child = spans.add(trace_id=b"\1" * 16, span_id=b"\3" * 8, parent_span_id=b"\2" * 8)
+    attribute = child.attributes.add()
+    attribute.key, attribute.value.int_value = "route", 7
+    marker = child.attributes.add()
+    marker.key, marker.value.bool_value = "trajgrade.run.end", False
+
+    first, second = _incoming(request.SerializeToString(), ["route", "service.name"])
+    assert (first.record.trace_id, first.record.span_id, first.record.parent) == (
+        "01" * 16,
+        "02" * 8,
+        "",
+    )
+    assert (first.record.start, first.flags, first.ends_run, first.is_root) == (
+        5,
+        0x100,
+        True,
+        True,
+    )
+    assert first.size == root.ByteSize()
+    assert first.record.raw == root.SerializeToString()
+    assert first.record.resource_raw == resource_spans.resource.SerializeToString()
+    assert first.record.attrs == {"route": "b"}  # the last of a repeated key, as the importer
+    assert first.record.resource == {"service.name": "svc"}
+    assert first.record.resource is second.record.resource  # one dict per resource
+    # A non-string value: the importer's conversion (an int stays an int, for str() and globs).
+    assert second.record.attrs == {"route": 7}
+    assert (second.record.parent, second.ends_run, second.is_root) == ("02" * 8, False, False)
+    with pytest.raises(ValueError, match="traces"):
+        _incoming(b"\x0a\xff", ["route"])

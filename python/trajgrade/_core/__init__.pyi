@@ -32,6 +32,7 @@ __all__ = [
     "build_profile",
     "encode_trace_dict",
     "map_otlp",
+    "otlp_spans",
     "outcome_block",
     "split_jsonl",
 ]
@@ -330,3 +331,15 @@ def map_otlp(
     (`Trace` bytes per trace id or `group_by` value, report: traces, calls, model calls, merged
     duplicates, id collisions, [(reason, count, first examples)]). A malformed request raises
     ValueError naming it."""
+
+def otlp_spans(
+    request: bytes, keys: Sequence[str]
+) -> tuple[
+    list[tuple[bytes, list[tuple[str, str]] | None]],
+    list[tuple[str, str, str, int, int, bool, int, bytes, int, list[tuple[str, str]] | None]],
+]:
+    """One OTLP `ExportTraceServiceRequest` as the live receiver's assembly reads it:
+    ([(resource bytes, keyed)], [(trace id, span id, parent span id (hex), start, flags, ends
+    the run, encoded size, span bytes, resource index, keyed)]), where keyed is the string
+    values of `keys` (a repeated key: its last) or None when one holds another type. A
+    malformed request raises ValueError."""

@@ -11,14 +11,9 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from trajgrade.importers.otlp import EventRecord, SpanRecord
 from trajgrade.live.graded import GradedIds
-
-# The explicit end of a run: a span attribute set to true, or a span event of this name.
-END_ATTRIBUTE = "trajgrade.run.end"
-END_EVENT = "trajgrade.run.end"
 
 # Why a run was taken as complete. Only SETTLED and END_MARKER are whole runs.
 SETTLED = "settled"
@@ -368,9 +363,3 @@ class Assembler:
             self._key_of_trace.pop(trace_id, None)
             self._graded.remember(trace_id, key, self._now)
         return run
-
-
-def ends_run(attrs: dict[str, Any], event_names: Iterable[str]) -> bool:
-    """The explicit end of a run: `trajgrade.run.end = true` (attribute) or a span event
-    named `trajgrade.run.end`."""
-    return attrs.get(END_ATTRIBUTE) is True or END_EVENT in event_names

@@ -15,7 +15,6 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,15 +22,15 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
     ExportLogsServiceRequest,
 )
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
-)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTracePartialSuccess
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
 from trajgrade import _core
 from trajgrade.importers import otlp
+from trajgrade.importers.otlp import SpanRecord
 from trajgrade.importers.report import ImportReport
-from trajgrade.live import assembly, early
+from trajgrade.live import early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
@@ -329,15 +328,23 @@ class LiveGrader:
 
     # --- intake -------------------------------------------------------------------------------
 
-    def export_traces(self, request: ExportTraceServiceRequest) -> ExportTracePartialSuccess:
-        """Take one traces export; the partial success names what was not accepted."""
-        spans = list(_incoming(request))
+    def export_traces(self, request: bytes) -> ExportTracePartialSuccess:
+        """Take one traces export (protobuf bytes); the partial success names what was not
+        accepted. Malformed bytes raise ValueError, before anything is taken."""
+        spans = _incoming(request, self._keys())
         outcome = self.assembler.add_spans(spans, time.monotonic())
         self._after(outcome)
         rejected = outcome.rejected + outcome.late
         if not rejected:
             return ExportTracePartialSuccess()
         return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
+
+    def _keys(self) -> list[str]:
+        """The attributes assembly and routing read of each span."""
+        keys = {"service.name", *self.routes.current.keys}
+        if self.settings.live_group_by is not None:
+            keys.add(self.settings.live_group_by)
+        return sorted(keys)
 
     def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
         """Take one logs export: the GenAI events of runs being assembled."""
@@ -715,21 +722,43 @@ def _left(deadline: float | None, margin: float) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0) + margin
 
 
-def _incoming(request: ExportTraceServiceRequest) -> Iterator[IncomingSpan]:
-    for resource_spans in request.resource_spans:
-        resource = otlp.attributes(resource_spans.resource.attributes)
-        resource_raw = resource_spans.resource.SerializeToString()
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                record = otlp.span_record(span, resource, 0)
-                # The core maps the run from these bytes at completion.
-                record.raw, record.resource_raw = span.SerializeToString(), resource_raw
-                yield IncomingSpan(
-                    record,
-                    span.ByteSize(),
-                    assembly.ends_run(record.attrs, (event.name for event in span.events)),
-                    span.flags,
-                )
+def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
+    """The spans of one traces export request (protobuf bytes) as assembly reads them, decoded
+    in the core: ids, flags, the end-of-run marker, the bytes the core maps at completion, and
+    of the attributes only `keys` (routing, grouping, the service name)."""
+    resources, heads = _core.otlp_spans(request, keys)
+    # One dict per resource, shared by its spans (routes read each resource once).
+    held = [(raw, _keyed(keyed, raw, Resource, keys)) for raw, keyed in resources]
+    out = []
+    for trace_id, span_id, parent, start, flags, ends, size, raw, index, keyed in heads:
+        resource_raw, resource = held[index]
+        record = SpanRecord(
+            trace_id=trace_id,
+            span_id=span_id,
+            name="",
+            start=start,
+            end=start,
+            attrs=_keyed(keyed, raw, OtlpSpan, keys),
+            resource=resource,
+            status_code=0,
+            order=0,
+            parent=parent,
+            raw=raw,
+            resource_raw=resource_raw,
+        )
+        out.append(IncomingSpan(record, size, ends, flags))
+    return out
+
+
+def _keyed(
+    keyed: list[tuple[str, str]] | None, raw: bytes, message: Any, keys: list[str]
+) -> dict[str, Any]:
+    """The keys' values: the core's strings, or (a key holds another type) the importer's
+    conversion of the attributes, decoded here (rare: routing keys are strings)."""
+    if keyed is not None:
+        return dict(keyed)
+    attrs = otlp.attributes(message.FromString(raw).attributes)
+    return {key: attrs[key] for key in keys if key in attrs}
 
 
 def _why(outcome: AddOutcome) -> str:

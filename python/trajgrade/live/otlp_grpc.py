@@ -29,8 +29,14 @@ class OtlpGrpcReceiver:
         self.draining = False
 
     async def export_traces(self, request: bytes, context: Any) -> bytes:
-        message = await self._parse(request, trace_service_pb2.ExportTraceServiceRequest, context)
-        partial = self.live.export_traces(message)
+        if self.draining:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        try:
+            partial = self.live.export_traces(request)  # decoded in the core
+        except ValueError as exc:
+            await self._malformed(
+                "traces", trace_service_pb2.ExportTraceServiceRequest, exc, context
+            )
         result = "partial" if partial.rejected_spans else "ok"
         self.live.metrics.exports.labels("traces", "grpc", result).inc()
         response = trace_service_pb2.ExportTraceServiceResponse()
@@ -57,12 +63,17 @@ class OtlpGrpcReceiver:
         try:
             message.ParseFromString(request)
         except DecodeError as exc:
-            self.live.metrics.exports.labels(signal, "grpc", "malformed").inc()
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"malformed OTLP {signal} export: not a {message_type.DESCRIPTOR.name} ({exc})",
-            )
+            await self._malformed(signal, message_type, exc, context)
         return message
+
+    async def _malformed(
+        self, signal: str, message_type: Any, exc: Exception, context: Any
+    ) -> None:
+        self.live.metrics.exports.labels(signal, "grpc", "malformed").inc()
+        await context.abort(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"malformed OTLP {signal} export: not a {message_type.DESCRIPTOR.name} ({exc})",
+        )
 
     def handlers(self) -> list[grpc.GenericRpcHandler]:
         return [

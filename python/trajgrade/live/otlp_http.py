@@ -83,7 +83,14 @@ class OtlpHttpReceiver:
             )
         message = message_type()
         try:
-            _parse(body, content_type, message)
+            if signal == "traces":
+                # Protobuf bodies are decoded in the core; JSON ones become protobuf first.
+                if content_type != PROTOBUF:
+                    _parse(body, content_type, message)
+                    body = message.SerializeToString()
+                partial: Any = self.live.export_traces(body)
+            else:
+                _parse(body, content_type, message)
         except (DecodeError, json_format.ParseError, ValueError, TypeError) as exc:
             metrics.labels(signal, "http", "malformed").inc()
             return _status(
@@ -93,7 +100,6 @@ class OtlpHttpReceiver:
                 content_type,
             )
         if signal == "traces":
-            partial: Any = self.live.export_traces(message)
             response: Message = trace_service_pb2.ExportTraceServiceResponse()
             rejected = partial.rejected_spans
         else:

@@ -38,3 +38,54 @@ pub fn map_otlp(
         (r.traces, r.calls, r.model_calls, r.merged_duplicates, r.id_collisions, r.unmapped),
     ))
 }
+
+/// A resource: (bytes, {key: value} or None when a key holds a non-string value).
+type ResourceTuple<'py> = (Bound<'py, PyBytes>, Option<Vec<(String, String)>>);
+/// A span: (trace id, span id, parent span id (hex), start, flags, ends the run, encoded size,
+/// bytes, resource index, {key: value} or None as for resources).
+type SpanTuple<'py> = (
+    String,
+    String,
+    String,
+    u64,
+    u32,
+    bool,
+    usize,
+    Bound<'py, PyBytes>,
+    usize,
+    Option<Vec<(String, String)>>,
+);
+
+/// The spans of one `ExportTraceServiceRequest` as the live receiver's assembly reads them,
+/// and their resources, with the string values of `keys`. A malformed request raises
+/// `ValueError`.
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // pyo3 extracts the arguments as owned values
+pub fn otlp_spans<'py>(
+    py: Python<'py>,
+    request: &[u8],
+    keys: Vec<PyBackedStr>,
+) -> PyResult<(Vec<ResourceTuple<'py>>, Vec<SpanTuple<'py>>)> {
+    let keys: Vec<&str> = keys.iter().map(|k| &k[..]).collect();
+    let (resources, spans) = otlp::heads::span_heads(request, &keys)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let resources = resources.into_iter().map(|r| (PyBytes::new(py, &r.raw), r.keyed)).collect();
+    let spans = spans
+        .into_iter()
+        .map(|s| {
+            (
+                s.trace_id,
+                s.span_id,
+                s.parent,
+                s.start,
+                s.flags,
+                s.ends_run,
+                s.size,
+                PyBytes::new(py, &s.raw),
+                s.resource,
+                s.keyed,
+            )
+        })
+        .collect();
+    Ok((resources, spans))
+}

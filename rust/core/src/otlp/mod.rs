@@ -3,6 +3,7 @@
 //! (docs/trace-formats.md). Decoding is prost's; the mapping follows the conventions the
 //! Python importer documented, to the byte (the differential tests hold them together).
 pub(crate) mod decode;
+pub mod heads;
 pub(crate) mod map;
 pub(crate) mod pyvalue;
 pub(crate) mod record;

@@ -1,0 +1,191 @@
+//! What the live receiver's assembly reads of each span of one traces export request, decoded
+//! here so that the receiver builds one small Python object per span (not a record with every
+//! attribute): ids, flags, the end-of-run marker, the encoded size and the span's bytes (which
+//! the mapping decodes again when the run completes).
+use prost::Message;
+
+use super::decode::{self, KeyValue};
+use super::pyvalue::Value;
+use super::DecodeError;
+
+/// The end of a run: this attribute set to true, or a span event of this name
+/// (docs/live-grading.md).
+const END_ATTRIBUTE: &str = "trajgrade.run.end";
+const END_EVENT: &str = "trajgrade.run.end";
+
+/// The string values of the asked-for keys (a repeated key: its last value), or `None` when
+/// one of them holds something else than a string (the caller then reads the attributes
+/// itself, with its own conversions).
+pub type Keyed = Option<Vec<(String, String)>>;
+
+/// One resource of the request: its bytes and its keyed attributes.
+#[derive(Debug, PartialEq)]
+pub struct ResourceHead {
+    pub raw: Vec<u8>,
+    pub keyed: Keyed,
+}
+
+/// One span: what assembly reads, and its bytes.
+#[derive(Debug, PartialEq)]
+pub struct SpanHead {
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent: String,
+    pub start: u64,
+    pub flags: u32,
+    pub ends_run: bool,
+    /// The span's encoded size (the receiver's memory cap counts it).
+    pub size: usize,
+    pub raw: Vec<u8>,
+    /// Index into the request's resources.
+    pub resource: usize,
+    pub keyed: Keyed,
+}
+
+/// The spans of one `ExportTraceServiceRequest` (in request order) and their resources, with
+/// the values of `keys` (span attributes and resource attributes each on their own).
+pub fn span_heads(
+    bytes: &[u8],
+    keys: &[&str],
+) -> Result<(Vec<ResourceHead>, Vec<SpanHead>), DecodeError> {
+    let request = decode::decode_traces(bytes).map_err(|source| DecodeError {
+        kind: "traces",
+        index: 0,
+        source,
+    })?;
+    let mut resources = Vec::with_capacity(request.resource_spans.len());
+    let mut spans = Vec::new();
+    for resource_spans in request.resource_spans {
+        let resource = resource_spans.resource.unwrap_or_default();
+        let index = resources.len();
+        resources.push(ResourceHead {
+            keyed: keyed(&resource.attributes, keys),
+            raw: resource.encode_to_vec(),
+        });
+        for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
+            let raw = span.encode_to_vec();
+            spans.push(SpanHead {
+                trace_id: decode::hex(&span.trace_id),
+                span_id: decode::hex(&span.span_id),
+                parent: decode::hex(&span.parent_span_id),
+                start: span.start_time_unix_nano,
+                flags: span.flags,
+                ends_run: ends_run(&span),
+                size: raw.len(),
+                raw,
+                resource: index,
+                keyed: keyed(&span.attributes, keys),
+            });
+        }
+    }
+    Ok((resources, spans))
+}
+
+fn last<'a>(pairs: &'a [KeyValue], key: &str) -> Option<&'a KeyValue> {
+    pairs.iter().rev().find(|pair| pair.key == key)
+}
+
+fn ends_run(span: &decode::Span) -> bool {
+    let marked = last(&span.attributes, END_ATTRIBUTE)
+        .is_some_and(|pair| decode::any_value(pair.value.as_ref()) == Value::Bool(true));
+    marked || span.events.iter().any(|event| event.name == END_EVENT)
+}
+
+fn keyed(pairs: &[KeyValue], keys: &[&str]) -> Keyed {
+    let mut out = Vec::new();
+    for key in keys {
+        if let Some(pair) = last(pairs, key) {
+            match decode::any_value(pair.value.as_ref()) {
+                Value::Str(text) => out.push(((*key).to_owned(), text)),
+                _ => return None,
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::decode::{
+        any_value, AnyValue, ExportTraceServiceRequest, Resource, ResourceSpans, ScopeSpans, Span,
+        SpanEvent,
+    };
+
+    fn text(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue(value.into())) }),
+        }
+    }
+
+    fn flag(key: &str, value: bool) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(any_value::Value::BoolValue(value)) }),
+        }
+    }
+
+    fn request(resource: Vec<KeyValue>, spans: Vec<Span>) -> Vec<u8> {
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource { attributes: resource, ..Resource::default() }),
+                scope_spans: vec![ScopeSpans { spans, ..ScopeSpans::default() }],
+                ..ResourceSpans::default()
+            }],
+        }
+        .encode_to_vec()
+    }
+
+    #[test]
+    fn heads_carry_ids_marker_size_bytes_and_string_keys() {
+        let child = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            parent_span_id: vec![3; 8],
+            start_time_unix_nano: 7,
+            flags: 0x300,
+            attributes: vec![text("k", "a"), text("k", "b"), flag(END_ATTRIBUTE, true)],
+            ..Span::default()
+        };
+        let root = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![3; 8],
+            events: vec![SpanEvent { name: END_EVENT.into(), ..SpanEvent::default() }],
+            attributes: vec![flag("k", true)],
+            ..Span::default()
+        };
+        let bytes = request(vec![text("service.name", "svc")], vec![child.clone(), root.clone()]);
+        let (resources, spans) = span_heads(&bytes, &["service.name", "k"]).unwrap();
+        assert_eq!(resources.len(), 1);
+        assert_eq!(resources[0].keyed, Some(vec![("service.name".into(), "svc".into())]));
+        assert_eq!(Resource::decode(&resources[0].raw[..]).unwrap().attributes.len(), 1);
+        let head = &spans[0];
+        assert_eq!(head.trace_id, "01".repeat(16));
+        assert_eq!(head.span_id, "02".repeat(8));
+        assert_eq!(head.parent, "03".repeat(8));
+        assert_eq!((head.start, head.flags, head.ends_run), (7, 0x300, true));
+        assert_eq!(head.keyed, Some(vec![("k".into(), "b".into())]));
+        assert_eq!(Span::decode(&head.raw[..]).unwrap(), child);
+        assert_eq!(head.size, child.encoded_len());
+        // A non-string value for an asked-for key: the caller reads the attributes itself.
+        assert_eq!((spans[1].parent.as_str(), spans[1].ends_run), ("", true));
+        assert_eq!(spans[1].keyed, None);
+    }
+
+    #[test]
+    fn a_false_marker_does_not_end_the_run() {
+        let span = Span {
+            attributes: vec![flag(END_ATTRIBUTE, true), flag(END_ATTRIBUTE, false)],
+            ..Span::default()
+        };
+        let (_, spans) = span_heads(&request(vec![], vec![span]), &[]).unwrap();
+        assert!(!spans[0].ends_run);
+        assert_eq!(spans[0].keyed, Some(vec![]));
+    }
+
+    #[test]
+    fn malformed_bytes_are_a_decode_error() {
+        assert!(span_heads(b"\x0a\xff", &[]).is_err());
+    }
+}
