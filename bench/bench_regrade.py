@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,8 +62,14 @@ def _traces(n: int) -> Iterator[dict[str, Any]]:
 
 
 def write_inputs(base: Path, n: int) -> dict[str, Path]:
-    """The workload as native JSONL and as Parquet (the importers' schema)."""
+    """The workload as native JSONL and as Parquet (the importers' schema). Reused when `base`
+    already holds a complete pair for `n` (a marker is written last), so a 1M-trace run's ~15
+    minutes of writing is paid once across invocations that share `--data`."""
     jsonl, parquet = base / f"traces-{n}.jsonl", base / f"traces-{n}.parquet"
+    done = base / f"traces-{n}.complete"
+    if done.exists() and jsonl.exists() and parquet.exists():
+        return {"jsonl": jsonl, "parquet": parquet}
+    done.unlink(missing_ok=True)
     with jsonl.open("w", encoding="utf-8") as text, pq.ParquetWriter(parquet, SCHEMA) as table:
         block: list[dict[str, Any]] = []
         for trace in _traces(n):
@@ -73,6 +80,7 @@ def write_inputs(base: Path, n: int) -> dict[str, Path]:
                 block = []
         if block:
             table.write_table(pa.Table.from_pylist(block, schema=SCHEMA))
+    done.touch()
     return {"jsonl": jsonl, "parquet": parquet}
 
 
@@ -283,7 +291,41 @@ def run_child(input_path: Path, out: Path, suite: Path) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
+# Each regrade pair's children: (input format, output format, traces) -> one dict per round.
+Runs = dict[tuple[str, str, int], list[dict[str, Any]]]
+
+
+def _median_row(label: str, n: int, runs: list[dict[str, Any]], core: float) -> list[str]:
+    """One regrade pair's row: medians over the rounds; the same-format ratio is the median of
+    each round's ratio to the same-format core measured in that round."""
+    seconds = statistics.median(r["seconds"] for r in runs)
+    tps = statistics.median(r["traces"] / r["seconds"] for r in runs)
+    vs_same = statistics.median(r["traces"] / r["seconds"] / r["same_rate"] for r in runs)
+    rss_mib = statistics.median(r["rss_kib"] for r in runs) / 1024
+    correct = all(r["traces"] == n for r in runs)
+    return [
+        label, f"{n:,}", f"{seconds:.2f}", _report.rate(tps), _report.ratio(tps / core),
+        _report.ratio(vs_same), f"{rss_mib:,.0f}", "yes" if correct else "NO",
+        " / ".join(r["load"] for r in runs),
+    ]  # fmt: skip
+
+
+def _measured_row(runs: list[Measured], core: float, vs_same_format: str) -> list[str]:
+    first = runs[0]
+    seconds = statistics.median(m.seconds for m in runs)
+    tps = statistics.median(m.rate for m in runs)
+    return [
+        first.label, f"{first.traces:,}", f"{seconds:.2f}", _report.rate(tps),
+        _report.ratio(tps / core), vs_same_format, "-",
+        "yes" if all(m.correct for m in runs) else "NO", "-",
+    ]  # fmt: skip
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="20000,50000", help="comma-separated trace counts")
     parser.add_argument("--core-sample", type=int, default=20000)
@@ -292,68 +334,84 @@ def main() -> None:
         default="jsonl:jsonl,jsonl:parquet,parquet:jsonl,parquet:parquet",
         help="input:output format pairs to run",
     )
+    parser.add_argument("--repeats", type=int, default=1, help="rounds; every row is a median")
+    parser.add_argument(
+        "--data", help="keep the generated inputs in this directory and reuse them next time"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
     parser.add_argument(
         "--child", nargs=3, metavar=("INPUT", "OUT", "SUITE"), help=argparse.SUPPRESS
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     if args.child:
         child(*args.child)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
-    base = Path(tempfile.mkdtemp(prefix="trajgrade-bench-regrade-"))
-    suite = base / "suite.json"
+    pairs = [pair.split(":") for pair in args.runs.split(",")]
+    base = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="trajgrade-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="trajgrade-bench-regrade-out-"))
+    suite = scratch / "suite.json"
     suite.write_text(json.dumps(workloads.suite()), encoding="utf-8")
+    load_before = _load()
 
     rate, payloads = core_rate(args.core_sample)
     lines = [
         json.dumps(t, ensure_ascii=False).encode() for t in _traces(min(5000, args.core_sample))
     ]
-    costs = stage_costs(payloads, lines, base / "stage.parquet")
+    costs = stage_costs(payloads, lines, scratch / "stage.parquet")
     del payloads, lines  # the children measure their own peak RSS, but keep the parent small
     grader = _core.Grader()
     core_suite = grader.compile_suite(suite_bytes(workloads.suite()))
 
+    inputs = {n: write_inputs(base, n) for n in sizes}  # all written before any timing
+    floors: dict[int, list[list[Measured]]] = {n: [] for n in sizes}
+    same: dict[int, list[dict[str, Measured]]] = {n: [] for n in sizes}
+    runs: Runs = {}
+    # Rounds interleave every row: in each round, per size, the floors, the same-format core,
+    # then each regrade pair, each ratio against the same-format core of its own round.
+    for _ in range(args.repeats):
+        for n in sizes:
+            floors[n].append(read_floors(inputs[n], n))
+            same[n].append(same_format_core(inputs[n], n, grader, core_suite))
+            for fmt, out_fmt in pairs:
+                out = scratch / f"results-{n}-{fmt}.{out_fmt}"
+                result = run_child(inputs[n][fmt], out, suite)
+                result["same_rate"] = same[n][-1][fmt].rate
+                result["load"] = _load()
+                runs.setdefault((fmt, out_fmt, n), []).append(result)
+                out.unlink()
+
     rows = [
         ["core grade_batch (in-process, bytes)", f"{args.core_sample:,}", "-",
-         _report.rate(rate), "1.00x", "-", "-", "yes"]
+         _report.rate(rate), "1.00x", "-", "-", "yes", "-"]
     ]  # fmt: skip
-    rss: dict[tuple[str, int], float] = {}
     for n in sizes:
-        inputs = write_inputs(base, n)
-        floors = read_floors(inputs, n)
-        same_format = same_format_core(inputs, n, grader, core_suite)
-        rows.extend(_in_process_row(m, rate, "-") for m in floors)
-        rows.extend(
-            _in_process_row(m, rate, "1.00x" if key in inputs else "-")
-            for key, m in same_format.items()
-        )
-        for fmt, path in inputs.items():
-            for out_fmt in ("jsonl", "parquet"):
-                if f"{fmt}:{out_fmt}" not in args.runs.split(","):
-                    continue
-                out = base / f"results-{n}-{fmt}.{out_fmt}"
-                result = run_child(path, out, suite)
-                tps = result["traces"] / result["seconds"]
-                rss[(f"{fmt}->{out_fmt}", n)] = result["rss_kib"] / 1024
-                rows.append([
-                    f"regrade {fmt} → {out_fmt}", f"{n:,}", f"{result['seconds']:.2f}",
-                    _report.rate(tps), _report.ratio(tps / rate),
-                    _report.ratio(tps / same_format[fmt].rate),
-                    f"{result['rss_kib'] / 1024:,.0f}", "yes" if result["traces"] == n else "NO",
-                ])  # fmt: skip
-                out.unlink()
-        if not args.keep:
-            for path in inputs.values():
+        rows.extend(_measured_row(list(ms), rate, "-") for ms in zip(*floors[n], strict=True))
+        for key in same[n][0]:
+            rows.append(
+                _measured_row([r[key] for r in same[n]], rate, "1.00x" if key in inputs[n] else "-")
+            )
+        for fmt, out_fmt in pairs:
+            rows.append(_median_row(f"regrade {fmt} → {out_fmt}", n, runs[(fmt, out_fmt, n)], rate))
+    if not args.keep and not args.data:
+        for paths in inputs.values():
+            for path in paths.values():
                 path.unlink()
     threads = os.cpu_count()
     print(_report.table(
         f"regrade vs in-process core ({platform.machine()}, {threads} cores, chunk {CHUNK}, "
-        f"{_core.build_profile} build; all ratios from this run)\n"
-        "vs core = traces/s over the core row; vs same-format core = a regrade row over the "
-        f"core on its input format in memory (first min(traces, {SAMPLE:,}) traces)",
+        f"{_core.build_profile} build; medians of {args.repeats} interleaved rounds; all ratios "
+        f"from this run; load average before: {load_before})\n"
+        "vs core = traces/s over the core row; vs same-format core = median of each round's "
+        "regrade rate over that round's core on its input format in memory (first "
+        f"min(traces, {SAMPLE:,}) traces); load = 1/5/15-min load average after each round's run",
         ["run", "traces", "seconds", "traces/s", "vs core", "vs same-format core",
-         "peak RSS MiB", "correct"],
+         "peak RSS MiB", "correct", "load"],
         rows,
     ))  # fmt: skip
     print()
@@ -365,11 +423,19 @@ def main() -> None:
         first, last = sizes[0], sizes[-1]
         print()
         print(_report.table(
-            f"peak RSS growth from {first:,} to {last:,} traces (target: within 10%)",
+            f"peak RSS growth from {first:,} to {last:,} traces (median of rounds; target: within"
+            " 10%)",
             ["run", "growth"],
-            [[k, f"{rss[(k, last)] / rss[(k, first)] - 1:+.1%}"]
-             for k in sorted({k for k, _ in rss})],
+            [[f"{fmt} → {out_fmt}", f"{_rss_growth(runs, fmt, out_fmt, first, last):+.1%}"]
+             for fmt, out_fmt in pairs],
         ))  # fmt: skip
+
+
+def _rss_growth(runs: Runs, fmt: str, out: str, first: int, last: int) -> float:
+    def rss(n: int) -> float:
+        return statistics.median(r["rss_kib"] for r in runs[(fmt, out, n)])
+
+    return rss(last) / rss(first) - 1
 
 
 if __name__ == "__main__":
