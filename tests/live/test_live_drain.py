@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from trajgrade.live import grading
 from trajgrade.live.assembly import Run
@@ -300,3 +301,47 @@ async def test_sink_last_writes_are_bounded_by_the_grace_period(
     assert (summary.runs_not_graded, summary.sink_unwritten) == (0, 3)  # type: ignore[attr-defined]
     await asyncio.sleep(2.0)  # the write returns: not counted as written
     assert live.metric("trajgrade_live_sink_rows_total") == 0
+
+
+class RefusingLogs(logs_service_pb2_grpc.LogsServiceServicer):
+    """A write-back endpoint that refuses every export for good (INVALID_ARGUMENT: never
+    retried under the OTLP rules)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def Export(  # noqa: N802 (the generated servicer's name)
+        self, request: logs_service_pb2.ExportLogsServiceRequest, context: Any
+    ) -> logs_service_pb2.ExportLogsServiceResponse:
+        self.calls += 1
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "not these records")
+        raise AssertionError("abort returns no answer")
+
+
+async def test_writeback_refused_during_the_drain_is_a_loss(
+    make_live: LiveFactory, spans_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every open run is graded in time, but the endpoint refuses their records: the drain
+    reports them as lost (exit 3), and its warning names the endpoint, not the grace period."""
+    endpoint = grpc.aio.server()
+    refusing = RefusingLogs()
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(refusing, endpoint)
+    port = endpoint.add_insecure_port("127.0.0.1:0")
+    await endpoint.start()
+    try:
+        live = await make_live(otlp_export_endpoint=f"127.0.0.1:{port}", otlp_export_insecure=True)
+        grader = live.server.live
+        (request,) = open_runs(spans_file, 3)
+        await live.export(request)
+        with caplog.at_level(logging.WARNING, "trajgrade.live"):
+            report = await grader.drain(10.0)
+        failed = live.metric("trajgrade_live_writeback_records_total", outcome="failed")
+        assert refusing.calls >= 1 and failed >= 3  # at least one record per run
+        assert report == grading.DrainReport(runs_open=3, writeback_failed=int(failed))
+        assert report.lost and not report.out_of_time
+        assert len(live.sink_lines()) == 3  # graded and written: only the write-back lost
+        (summary,) = [r for r in caplog.records if hasattr(r, "writeback_failed")]
+        assert summary.writeback_failed == failed  # type: ignore[attr-defined]
+        assert summary.getMessage().startswith("draining: results were lost: 0 of 3 open runs")
+    finally:
+        await endpoint.stop(0)

@@ -120,11 +120,21 @@ class DrainReport:
     runs_not_graded: int = 0  # grace_expired
     writeback_unsent: int = 0  # dropped_shutdown
     sink_unwritten: int = 0
+    # Records the endpoint failed or rejected during the drain (never retried after it).
+    writeback_failed: int = 0
 
     @property
     def lost(self) -> bool:
         """Results were lost: the server exits with EXIT_LIVE_LOST (server/app.py)."""
-        return bool(self.runs_not_graded or self.writeback_unsent or self.sink_unwritten)
+        return bool(
+            self.runs_not_graded or self.writeback_unsent or self.sink_unwritten
+            or self.writeback_failed
+        )  # fmt: skip
+
+    @property
+    def out_of_time(self) -> bool:
+        """The loss is the grace period's (not a disk's or an endpoint's failure)."""
+        return bool(self.runs_not_graded or self.writeback_unsent)
 
 
 @dataclass
@@ -256,6 +266,7 @@ class LiveGrader:
         deadline = None if grace_s is None else time.monotonic() + grace_s
         self._deadline = deadline
         failed_before = 0 if self._sink_writer is None else self._sink_writer.failed_rows
+        refused_before = 0 if self.writer is None else self.writer.lost
         runs = self.assembler.close_all()
         if runs:
             log.info("draining: grading %d open runs as cut off", len(runs))
@@ -275,27 +286,33 @@ class LiveGrader:
             unwritten = await self._sink_writer.finish(_left(deadline, _GRADING_MARGIN_S))
             unwritten += self._sink_writer.failed_rows - failed_before
         self._update_gauges()
-        unsent = 0
+        unsent = refused = 0
         if self.writer is not None:
             unsent = await self.writer.close(
                 _DEFAULT_FLUSH_S if deadline is None else max(deadline - time.monotonic(), 0.0)
             )
-        self._report = DrainReport(len(runs), self._past_deadline, unsent, unwritten)
-        if self._report.lost:
+            refused = self.writer.lost - refused_before
+        report = DrainReport(len(runs), self._past_deadline, unsent, unwritten, refused)
+        self._report = report
+        if report.lost:
             log.warning(
-                "draining: the grace period ran out: %d of %d open runs not graded "
+                "draining: %s: %d of %d open runs not graded "
                 '(trajgrade_live_traces_dropped_total{reason="grace_expired"}), %d write-back '
-                "records not sent (dropped_shutdown), %d sink rows not written "
-                "(trajgrade_live_sink_rows_unwritten_total)",
-                self._past_deadline,
-                len(runs),
-                unsent,
-                unwritten,
+                "records not sent (dropped_shutdown), %d failed or rejected by the endpoint "
+                '(trajgrade_live_writeback_records_total{outcome="failed"/"rejected"}), '
+                "%d sink rows not written (trajgrade_live_sink_rows_unwritten_total)",
+                "the grace period ran out" if report.out_of_time else "results were lost",
+                report.runs_not_graded,
+                report.runs_open,
+                report.writeback_unsent,
+                report.writeback_failed,
+                report.sink_unwritten,
                 extra={
-                    "runs_open": len(runs),
-                    "runs_not_graded": self._past_deadline,
-                    "writeback_unsent": unsent,
-                    "sink_unwritten": unwritten,
+                    "runs_open": report.runs_open,
+                    "runs_not_graded": report.runs_not_graded,
+                    "writeback_unsent": report.writeback_unsent,
+                    "writeback_failed": report.writeback_failed,
+                    "sink_unwritten": report.sink_unwritten,
                 },
             )
         self.hub.close()

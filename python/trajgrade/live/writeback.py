@@ -109,6 +109,8 @@ class LogWriter:
         self.transport: Transport = make_transport(target)
         self._queue: collections.deque[LogRecord] = collections.deque(maxlen=queue_size)
         self._in_hand = 0  # records of the batch being sent (not yet counted)
+        # Records the endpoint never took (failed or rejected), for the drain's loss report.
+        self.lost = 0
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
@@ -167,6 +169,7 @@ class LogWriter:
                 # A bug, not an endpoint's answer: count the batch, keep the task alive.
                 log.exception("write-back: %d records dropped", len(batch))
                 self.metrics.writeback.labels("failed").inc(len(batch))
+                self.lost += len(batch)
             # Cancelled (close() gave up waiting): the batch stays in hand, counted by close().
             self._in_hand = 0
 
@@ -195,12 +198,14 @@ class LogWriter:
                 )
                 if not retry:
                     self.metrics.writeback.labels("failed").inc(len(batch))
+                    self.lost += len(batch)
                     return
                 await asyncio.sleep(self._delay(attempt, failure.retry_after_s))
                 continue
             rejected = min(response.partial_success.rejected_log_records, len(batch))
             if rejected:
                 self.metrics.writeback.labels("rejected").inc(rejected)
+                self.lost += rejected
                 log.warning(
                     "write-back: %d records rejected: %s",
                     rejected,

@@ -842,7 +842,7 @@ mod tests {
         }
     }
 
-    use crate::test_rng::Rng;
+    use crate::test_rng::{mutate, JsonVocab, Rng};
 
     const WS: &[&str] = &["", "", "", " ", "\n\t", "\r", "\u{c}"];
     const NUMS: &[&str] = &[
@@ -886,46 +886,15 @@ mod tests {
     ];
     const KEYS: &[&str] = &[r#""a""#, r#""b""#, r#""\u0061""#, r#""""#, r#""0""#, r#""é""#];
 
-    fn gen(r: &mut Rng, depth: usize) -> String {
-        let ws = |r: &mut Rng| r.pick(WS).to_owned();
-        match r.below(if depth > 4 { 4 } else { 7 }) {
-            0 | 3 => r.pick(NUMS).to_owned(),
-            1 => r.pick(STRS).to_owned(),
-            2 => r.pick(&["true", "false", "null", "nul", "True"]).to_owned(),
-            4 | 5 => {
-                let items: Vec<String> = (0..r.below(4))
-                    .map(|_| {
-                        let k = r.pick(KEYS);
-                        format!("{}{k}{}:{}{}", ws(r), ws(r), ws(r), gen(r, depth + 1))
-                    })
-                    .collect();
-                format!("{{{}{}}}", items.join(","), ws(r))
-            }
-            _ => {
-                let items: Vec<String> = (0..r.below(4))
-                    .map(|_| format!("{}{}{}", ws(r), gen(r, depth + 1), ws(r)))
-                    .collect();
-                format!("[{}]", items.join(","))
-            }
-        }
-    }
-
-    fn mutate(r: &mut Rng, t: &str) -> String {
-        let b = t.as_bytes();
-        match r.below(6) {
-            0 if !b.is_empty() => String::from_utf8_lossy(&b[..r.below(b.len())]).into_owned(),
-            1 => {
-                let at = r.below(b.len() + 1);
-                let junk = r.pick(&[",", "}", "]", "\"", "x", "0", "\\", "\u{1}", "-", ":"]);
-                let mut s = String::from_utf8_lossy(&b[..at]).into_owned();
-                s.push_str(junk);
-                s.push_str(&String::from_utf8_lossy(&b[at..]));
-                s
-            }
-            2 => format!("[{t}]"),
-            _ => t.to_owned(),
-        }
-    }
+    const VOCAB: JsonVocab<'static> = JsonVocab {
+        ws: WS,
+        numbers: NUMS,
+        strings: STRS,
+        keys: KEYS,
+        words: &["true", "false", "null", "nul", "True"],
+        leaf_depth: 4,
+    };
+    const JUNK: &[&str] = &[",", "}", "]", "\"", "x", "0", "\\", "\u{1}", "-", ":"];
 
     /// What a text holds that a value does not show: repeated (decoded) keys, which the
     /// fingerprint leaves alone, and anywhere (even in a value a later duplicate replaces) a
@@ -1020,8 +989,8 @@ mod tests {
         let mut rng = Rng(3);
         let (mut valid, mut serde_compared, mut decoded) = (0, 0, 0);
         for round in 0..30_000 {
-            let generated = gen(&mut rng, 0);
-            let t = mutate(&mut rng, &generated);
+            let generated = VOCAB.text(&mut rng, 0);
+            let t = mutate(&mut rng, &generated, 6, JUNK, |t| format!("[{t}]"));
             let limit = if round % 4 == 0 { 3 } else { 128 };
             let parsed = parse(&t, limit);
             let start = validate(t.as_bytes(), limit);

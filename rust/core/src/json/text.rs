@@ -520,7 +520,7 @@ mod tests {
     use crate::json::compare::{diff, matches, Mode};
     use crate::json::parse;
 
-    use crate::test_rng::Rng;
+    use crate::test_rng::{self, JsonVocab, Rng};
 
     const WS: &[&str] = &["", "", "", " ", "\n\t", "\r"];
     const NUMS: &[&str] = &[
@@ -561,46 +561,22 @@ mod tests {
     ];
     const KEYS: &[&str] = &[r#""a""#, r#""b""#, r#""\u0061""#, r#""c""#, r#""""#];
 
+    const VOCAB: JsonVocab<'static> = JsonVocab {
+        ws: WS,
+        numbers: NUMS,
+        strings: STRS,
+        keys: KEYS,
+        words: &["true", "false", "null"],
+        leaf_depth: 3,
+    };
+    const JUNK: &[&str] = &[",", "}", "]", "\"", "x", "0", "\\", "\u{1}", " ", "-", "."];
+
     fn gen(r: &mut Rng, depth: usize) -> String {
-        let ws = |r: &mut Rng| r.pick(WS).to_owned();
-        match r.below(if depth > 3 { 4 } else { 7 }) {
-            0 | 3 => r.pick(NUMS).to_owned(),
-            1 => r.pick(STRS).to_owned(),
-            2 => r.pick(&["true", "false", "null"]).to_owned(),
-            4 | 5 => {
-                let n = r.below(4);
-                let items: Vec<String> = (0..n)
-                    .map(|_| {
-                        let k = r.pick(KEYS);
-                        format!("{}{k}{}:{}{}", ws(r), ws(r), ws(r), gen(r, depth + 1))
-                    })
-                    .collect();
-                format!("{{{}{}}}", items.join(","), ws(r))
-            }
-            _ => {
-                let n = r.below(4);
-                let items: Vec<String> =
-                    (0..n).map(|_| format!("{}{}{}", ws(r), gen(r, depth + 1), ws(r))).collect();
-                format!("[{}]", items.join(","))
-            }
-        }
+        VOCAB.text(r, depth)
     }
 
     fn mutate(r: &mut Rng, t: &str) -> String {
-        let b = t.as_bytes();
-        match r.below(8) {
-            0 if !b.is_empty() => String::from_utf8_lossy(&b[..r.below(b.len())]).into_owned(),
-            1 => {
-                let at = r.below(b.len() + 1);
-                let junk = r.pick(&[",", "}", "]", "\"", "x", "0", "\\", "\u{1}", " ", "-", "."]);
-                let mut s = String::from_utf8_lossy(&b[..at]).into_owned();
-                s.push_str(junk);
-                s.push_str(&String::from_utf8_lossy(&b[at..]));
-                s
-            }
-            2 => format!("{t} {t}"),
-            _ => t.to_owned(),
-        }
+        test_rng::mutate(r, t, 8, JUNK, |t| format!("{t} {t}"))
     }
 
     #[test]
