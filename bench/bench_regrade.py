@@ -133,23 +133,63 @@ def read_floors(inputs: dict[str, Path], n: int) -> list[Measured]:
     return floors
 
 
+@dataclass
+class Sample:
+    """The first min(n, SAMPLE) traces of one size's inputs, held in memory: the JSONL lines
+    as one bytes, and the Parquet batches as iter_batches gives them (as a regrade reads
+    them). The yardsticks are timed on it."""
+
+    held: int
+    data: bytes
+    batches: list[pa.RecordBatch]
+
+    @classmethod
+    def load(cls, inputs: dict[str, Path], n: int) -> Sample:
+        batches: list[pa.RecordBatch] = []
+        held = 0
+        for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
+            if held >= min(n, SAMPLE):
+                break
+            batches.append(batch)
+            held += batch.num_rows
+        with inputs["jsonl"].open("rb") as file:
+            data = b"".join(islice(file, held))
+        return cls(held, data, batches)
+
+    def jsonl_blocks(self, grader: _core.Grader, suite: _core.CompiledSuite) -> list[bytes]:
+        """grade_jsonl_block CHUNK lines a call, as a regrade's reader and grading stage do,
+        minus the file and the Python: the JSONL yardstick."""
+        blocks, at = [], 0
+        while consumed := _core.split_jsonl(self.data, at, CHUNK, True)[0]:
+            blocks.append(
+                grader.grade_jsonl_block(suite, self.data, at, at + consumed, 0, "m").rows
+            )
+            at += consumed
+        return blocks
+
+    def arrow_rows(self, suite: _core.CompiledSuite) -> list[bytes]:
+        """The core over the Arrow batches' buffers: the Parquet yardstick."""
+        return [row for b in self.batches for row in regrade_workload.arrow_rows(suite, b) or []]
+
+    def rate(self, fmt: str, grader: _core.Grader, suite: _core.CompiledSuite) -> float:
+        """The yardstick of `fmt`, timed now (traces/s), right before the run it is for."""
+        started = time.perf_counter()
+        if fmt == "jsonl":
+            self.jsonl_blocks(grader, suite)
+        else:
+            self.arrow_rows(suite)
+        return self.held / (time.perf_counter() - started)
+
+
 def same_format_core(
-    inputs: dict[str, Path], n: int, grader: _core.Grader, suite: _core.CompiledSuite
+    sample: Sample, grader: _core.Grader, suite: _core.CompiledSuite
 ) -> dict[str, Measured]:
-    """The core (all threads) on the first min(n, SAMPLE) traces of each input already in
-    memory: JSONL lines through grade_json_traces_to_json in CHUNK slices; the same lines as
-    one bytes through grade_jsonl_block, CHUNK lines a call (the regrade's path, the JSONL
-    same-format row); Parquet batches (iter_batches, as a regrade reads them) through
-    bench.grade_arrow_traces_to_json. Correct = every path gives the same rows."""
-    batches: list[pa.RecordBatch] = []
-    held = 0
-    for batch in pq.ParquetFile(inputs["parquet"]).iter_batches(batch_size=CHUNK):
-        if held >= min(n, SAMPLE):
-            break
-        batches.append(batch)
-        held += batch.num_rows
-    with inputs["jsonl"].open("rb") as file:
-        lines = list(islice(file, held))
+    """The core (all threads) on the sample: JSONL lines through grade_json_traces_to_json in
+    CHUNK slices; the same lines as one bytes through grade_jsonl_block (the JSONL yardstick);
+    the Parquet batches through bench.grade_arrow_traces_to_json (the Parquet yardstick).
+    Correct = every path gives the same rows."""
+    held = sample.held
+    lines = sample.data.splitlines(keepends=True)
     bench.grade_json_traces_to_json(suite, lines[:CHUNK])  # warm up the pool
     started = time.perf_counter()
     json_rows = [
@@ -158,19 +198,12 @@ def same_format_core(
         for row in bench.grade_json_traces_to_json(suite, lines[i : i + CHUNK])
     ]
     json_seconds = time.perf_counter() - started
-    data = b"".join(lines)
     del lines
     started = time.perf_counter()
-    blocks, at = [], 0
-    while True:  # as a regrade's reader and grading stage do, minus the file and the Python
-        consumed, _, _ = _core.split_jsonl(data, at, CHUNK, True)
-        if not consumed:
-            break
-        blocks.append(grader.grade_jsonl_block(suite, data, at, at + consumed, 0, "mem").rows)
-        at += consumed
+    blocks = sample.jsonl_blocks(grader, suite)
     block_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    arrow = [row for batch in batches for row in regrade_workload.arrow_rows(suite, batch) or []]
+    arrow = sample.arrow_rows(suite)
     arrow_seconds = time.perf_counter() - started
     same = len(json_rows) == held and json_rows == arrow
     same_blocks = b"".join(blocks) == b"".join(json_rows)
@@ -377,11 +410,15 @@ def main() -> None:
     for _ in range(args.repeats):
         for n in sizes:
             floors[n].append(read_floors(inputs[n], n))
-            same[n].append(same_format_core(inputs[n], n, grader, core_suite))
+            sample = Sample.load(inputs[n], n)
+            same[n].append(same_format_core(sample, grader, core_suite))
             for fmt, out_fmt in pairs:
                 out = scratch / f"results-{n}-{fmt}.{out_fmt}"
+                # The yardstick again right before the run: on a shared machine the load moves
+                # within a round, and each ratio should compare neighbours.
+                same_rate = sample.rate(fmt, grader, core_suite)
                 result = run_child(inputs[n][fmt], out, suite)
-                result["same_rate"] = same[n][-1][fmt].rate
+                result["same_rate"] = same_rate
                 result["load"] = _load()
                 runs.setdefault((fmt, out_fmt, n), []).append(result)
                 out.unlink()
@@ -407,8 +444,9 @@ def main() -> None:
         f"regrade vs in-process core ({platform.machine()}, {threads} cores, chunk {CHUNK}, "
         f"{_core.build_profile} build; medians of {args.repeats} interleaved rounds; all ratios "
         f"from this run; load average before: {load_before})\n"
-        "vs core = traces/s over the core row; vs same-format core = median of each round's "
-        "regrade rate over that round's core on its input format in memory (first "
+        "vs core = traces/s over the core row; vs same-format core = median over the rounds of "
+        "the regrade's rate over the core on its input format in memory, timed right before "
+        "it (first "
         f"min(traces, {SAMPLE:,}) traces); load = 1/5/15-min load average after each round's run",
         ["run", "traces", "seconds", "traces/s", "vs core", "vs same-format core",
          "peak RSS MiB", "correct", "load"],
@@ -433,7 +471,7 @@ def main() -> None:
 
 def _rss_growth(runs: Runs, fmt: str, out: str, first: int, last: int) -> float:
     def rss(n: int) -> float:
-        return statistics.median(r["rss_kib"] for r in runs[(fmt, out, n)])
+        return float(statistics.median(r["rss_kib"] for r in runs[(fmt, out, n)]))
 
     return rss(last) / rss(first) - 1
 
