@@ -92,8 +92,8 @@ impl Sink for Build<'_> {
         Self::key_str(lx)
     }
 
-    fn number(&mut self, _: &[u8], n: &NumberText) -> Value {
-        Value::Number(Number::from_json_text(&self.text[n.start..n.end()]))
+    fn number(&mut self, s: &[u8], n: &NumberText) -> Value {
+        Value::Number(Number::from_decimal(&self.text[n.start..n.end()], &n.decimal(s)))
     }
 
     fn literal(&mut self, l: Literal) -> Value {

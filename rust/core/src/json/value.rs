@@ -1,4 +1,5 @@
 //! The decoded JSON value model shared by every matcher.
+use super::lex::{Decimal, NumberText};
 use std::fmt;
 
 /// A JSON value. Numbers keep their exact decimal value; strings are code-point sequences.
@@ -156,43 +157,32 @@ pub struct Number {
 }
 
 impl Number {
-    /// Builds a number from text that already passed the JSON number grammar.
+    /// Builds a number from the text of a decimal number (`-`, digits, `.`, digits, `e`,
+    /// exponent; leading zeros allowed), normalised as the tokenizer does (one normalisation,
+    /// `NumberText::decimal`, for every reader).
     pub(crate) fn from_json_text(raw: &str) -> Number {
-        let (negative, rest) = match raw.strip_prefix('-') {
-            Some(r) => (true, r),
-            None => (false, raw),
+        let s = raw.as_bytes();
+        let negative = s.first() == Some(&b'-');
+        let exp_at = s.iter().position(|b| matches!(b, b'e' | b'E')).unwrap_or(s.len());
+        let dot = s[..exp_at].iter().position(|&b| b == b'.').unwrap_or(exp_at);
+        let text = NumberText {
+            start: 0,
+            negative,
+            int: (usize::from(negative), dot),
+            frac: ((dot + 1).min(exp_at), exp_at),
+            exp: ((exp_at + 1).min(s.len()), s.len()),
         };
-        let (mantissa, exp_text) = match rest.find(['e', 'E']) {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => (rest, ""),
-        };
-        let mut exponent: i64 = if exp_text.is_empty() {
-            0
-        } else {
-            // Saturate absurd exponents: 1e99999999999999999999 stays "huge", never wraps.
-            exp_text.parse::<i64>().unwrap_or(if exp_text.starts_with('-') {
-                i64::MIN / 2
-            } else {
-                i64::MAX / 2
-            })
-        };
-        let (int_part, frac_part) = match mantissa.find('.') {
-            Some(i) => (&mantissa[..i], &mantissa[i + 1..]),
-            None => (mantissa, ""),
-        };
-        let mut digits: String = String::with_capacity(int_part.len() + frac_part.len());
-        digits.push_str(int_part);
-        digits.push_str(frac_part);
-        exponent = exponent.saturating_sub(frac_part.len() as i64);
-        let trimmed_lead = digits.trim_start_matches('0');
-        let trimmed = trimmed_lead.trim_end_matches('0');
-        exponent = exponent.saturating_add((trimmed_lead.len() - trimmed.len()) as i64);
-        let is_zero = trimmed.is_empty();
+        Number::from_decimal(raw, &text.decimal(s))
+    }
+
+    /// The number `raw` whose normalised value the tokenizer already worked out.
+    pub(crate) fn from_decimal(raw: &str, d: &Decimal<'_>) -> Number {
+        let digits: String = d.int.iter().chain(d.frac).map(|&b| char::from(b)).collect();
         Number {
             raw: raw.into(),
-            negative: negative && !is_zero,
-            digits: trimmed.into(),
-            exponent: if is_zero { 0 } else { exponent },
+            negative: d.negative,
+            digits: digits.into(),
+            exponent: d.exponent,
         }
     }
 
