@@ -10,6 +10,11 @@ from pathlib import Path
 import otlp_golden
 import otlp_random
 import pytest
+from trajgrade import _core
+from trajgrade.importers import otlp
+from trajgrade.importers.report import ImportReport
+from trajgrade.live.assembly import Run
+from trajgrade.live.grading import _incoming, _parts
 
 FILES = sorted(otlp_golden.GOLDEN_DIR.glob("*.json"))
 RANDOM = [
@@ -46,3 +51,34 @@ def test_random_span_sets_map_as_the_importer_did() -> None:
         )
         assert report == golden["report"], where
         assert otlp_golden.digest(got) == golden["expected_sha256"], where
+
+
+@pytest.mark.parametrize("group_by", [None, "session.id"])
+def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> None:
+    """_core.map_otlp_runs (the live receiver's completed runs in one call): each run maps to
+    the Trace that map_records, the composition of its own request, gives it alone."""
+    for seed in range(60):
+        requests, logs = otlp_random.requests(seed)
+        spans = [s.record for r in requests for s in _incoming(r.SerializeToString(), [])]
+        events = [e for r in logs for e in otlp.event_records(r, ImportReport())]
+        runs: dict[str, Run] = {}
+        for order, span in enumerate(spans):
+            span.order = order
+            runs.setdefault(span.trace_id, Run(span.trace_id, 0.0, 0.0)).spans.append(span)
+        for order, event in enumerate(events, start=len(spans)):
+            event.order = order
+            runs.setdefault(event.trace_id, Run(event.trace_id, 0.0, 0.0)).events.append(event)
+        # A run's spans out of arrival order (as after a regroup): the mapping sorts them.
+        for run in runs.values():
+            run.spans.reverse()
+        expected = []
+        for run in runs.values():
+            mapped = list(
+                otlp.map_records(run.spans, run.events, ImportReport(), group_by=group_by)
+            )
+            expected.append(mapped[0].SerializeToString() if mapped else None)
+        got = _core.map_otlp_runs([_parts(run) for run in runs.values()], group_by)
+        assert got == expected, f"seed {seed}"
+    assert _core.map_otlp_runs([]) == []
+    malformed = _core.map_otlp_runs([([b""], [b"\x0a\xff"], [])])
+    assert len(malformed) == 1 and "traces" in str(malformed[0])

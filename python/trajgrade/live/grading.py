@@ -28,7 +28,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
 from trajgrade import _core
 from trajgrade.importers import otlp
-from trajgrade.importers.otlp import SpanRecord
+from trajgrade.importers.otlp import EventRecord, SpanRecord
 from trajgrade.importers.report import ImportReport
 from trajgrade.live import early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
@@ -68,11 +68,14 @@ class LiveResult:
     # The run's root span (hex ids), which write-back records point at.
     root_trace_id: str = ""
     root_span_id: str = ""
+    # `outcome` as the core encoded it (empty: encode `outcome`).
+    outcome_bytes: bytes = b""
 
     def sink_line(self) -> bytes:
         """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans)
         with one more key, `live`, that regrade readers ignore: how the run was completed."""
-        row = jsonl_line(outcome_row(self.outcome.SerializeToString(), self.suite_id))
+        raw = self.outcome_bytes or self.outcome.SerializeToString()
+        row = jsonl_line(outcome_row(raw, self.suite_id))
         live = {"service": self.service, "completion": self.completion, "cut_off": self.cut_off}
         extra = json.dumps(live, ensure_ascii=False, separators=(",", ":"))
         return row[:-2] + b',"live":' + extra.encode() + b"}\n"
@@ -101,14 +104,6 @@ def root_span(run: Run) -> tuple[str, str]:
     roots = [s for s in run.spans if s.trace_id == first and s.parent == ""]
     span = min(roots or run.spans, key=lambda s: (s.start, s.order))
     return span.trace_id, span.span_id
-
-
-def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
-    """The run's Trace through the importer's one mapping (None: nothing maps, e.g. no span
-    carried the grouping attribute)."""
-    report = ImportReport()
-    traces = list(otlp.map_records(run.spans, run.events, report, group_by=group_by))
-    return (traces[0] if traces else None), report
 
 
 @dataclass(frozen=True)
@@ -217,6 +212,8 @@ class LiveGrader:
         self._past_deadline = 0
         # The trip on the grading thread (the drain's to settle if it abandons the worker).
         self._trip: Trip | None = None
+        # Result metrics' children by (metric, labels): see _child.
+        self._children: dict[tuple[Any, ...], Any] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -503,32 +500,52 @@ class LiveGrader:
             self._drop(run, "error")
 
     def _grade(self, trip: Trip, routes: Any) -> None:
-        """On the grading thread: map, route and grade each run (one failing run is logged
-        and counted, and the others go on), until the drain's deadline."""
-        for index, run in enumerate(trip.runs):
+        """On the grading thread: map, route and grade the trip's runs (all at once; one by one
+        once the drain has begun, so that its deadline falls between two runs) and commit each
+        (one failing run is logged and counted, and the others go on)."""
+        step = len(trip.runs) if self._deadline is None else 1
+        for start in range(0, len(trip.runs), step):
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 return
-            graded: list[LiveResult] | str
+            runs = trip.runs[start : start + step]
             try:
-                graded = self._grade_run(run, routes)
+                graded = self._grade_runs(runs, routes)
             except Exception:
-                log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
-                graded = "error"
-            with trip.lock:
-                if trip.closed:
-                    return  # abandoned by the drain, which counted this run and the rest
-                trip.done = index + 1
-                self.metrics.traces.labels(run.completion).inc()
-                if isinstance(graded, str):
-                    self._drop(run, graded)
-                    graded = []
+                if len(runs) > 1:  # find the failing run: the others are graded
+                    graded = [self._grade_alone(run, routes) for run in runs]
                 else:
-                    self.metrics.spans.labels("graded" if graded else "unrouted").inc(
+                    graded = [self._grade_alone(runs[0], routes)]
+            if not self._commit(trip, start, runs, graded):
+                return
+
+    def _grade_alone(self, run: Run, routes: Any) -> list[LiveResult] | str:
+        try:
+            return self._grade_runs([run], routes)[0]
+        except Exception:
+            log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
+            return "error"
+
+    def _commit(
+        self, trip: Trip, start: int, runs: list[Run], graded: list[list[LiveResult] | str]
+    ) -> bool:
+        """Commit graded runs to the trip, in order (False: the drain abandoned the trip)."""
+        with trip.lock:
+            if trip.closed:
+                return False  # abandoned by the drain, which counted these runs and the rest
+            for index, (run, outcome) in enumerate(zip(runs, graded, strict=True)):
+                trip.done = start + index + 1
+                self.metrics.traces.labels(run.completion).inc()
+                results = [] if isinstance(outcome, str) else outcome
+                if isinstance(outcome, str):
+                    self._drop(run, outcome)
+                else:
+                    self.metrics.spans.labels("graded" if results else "unrouted").inc(
                         len(run.spans)
                     )
                 if run.early_sent:
-                    self._settle_early(run, graded)
-                trip.results.extend(graded)
+                    self._settle_early(run, results)
+                trip.results.extend(results)
+        return True
 
     def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
         """Count what the final results made of the run's early verdicts."""
@@ -591,34 +608,55 @@ class LiveGrader:
         suite = ref.resolve(self.grader)
         return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
-    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult] | str:
-        """The run's results, or why it was not graded (counted when the trip commits it)."""
-        suites = routes.suites_for(run.spans)
-        if not suites:
-            return "unrouted"
-        trace, _ = map_run(run, self.settings.live_group_by)
-        if trace is None:
-            return "unmapped"
-        payload = trace.SerializeToString()
-        root_trace, root_id = root_span(run)
-        out = []
-        for ref in suites:
-            suite = self._suite(ref)
-            if suite is None:
+    def _grade_runs(self, runs: list[Run], routes: Any) -> list[list[LiveResult] | str]:
+        """Each run's results, or why it was not graded (counted when the trip commits it):
+        the runs mapped in one core call, then graded in one call per suite."""
+        out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
+        routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
+        mapped = _core.map_otlp_runs(
+            [_parts(runs[i]) for i, _ in routed], self.settings.live_group_by
+        )
+        # Per suite (by identity): the suite and the runs' indices and Trace bytes it grades.
+        batches: dict[int, tuple[Any, list[int], list[bytes]]] = {}
+        suites_of: list[tuple[int, list[Any]]] = []
+        for (i, refs), trace in zip(routed, mapped, strict=True):
+            if isinstance(trace, str):
+                run = runs[i]
+                log.error(
+                    "run %s could not be mapped: %s", run.key, trace, extra={"trace_id": run.key}
+                )
+                out[i] = "error"
                 continue
-            outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
-            out.append(
+            if trace is None:
+                out[i] = "unmapped"
+                continue
+            suites = [suite for ref in refs if (suite := self._suite(ref)) is not None]
+            for suite in suites:
+                batch = batches.setdefault(id(suite), (suite, [], []))
+                batch[1].append(i)
+                batch[2].append(trace)
+            suites_of.append((i, suites))
+        outcomes: dict[tuple[int, int], bytes] = {}
+        for key, (suite, indices, traces) in batches.items():
+            for i, outcome in zip(indices, suite.grade_batch(traces), strict=True):
+                outcomes[key, i] = outcome
+        for i, suites in suites_of:
+            run = runs[i]
+            root_trace, root_id = root_span(run)
+            out[i] = [
                 LiveResult(
                     run.key,
                     suite.suite_id,
                     run.service,
                     run.cut_off,
                     run.completion,
-                    outcome,
+                    result_pb2.TraceOutcome.FromString(raw := outcomes[id(suite), i]),
                     root_trace,
                     root_id,
+                    raw,
                 )
-            )
+                for suite in suites
+            ]
         return out
 
     def _suite(self, ref: SuiteRef) -> Any:
@@ -697,15 +735,24 @@ class LiveGrader:
     def _count(self, result: LiveResult) -> None:
         outcome = result.outcome
         if outcome.WhichOneof("outcome") != "result":
-            self.metrics.results.labels(result.suite_id, "ERROR").inc()
+            self._child(self.metrics.results, result.suite_id, "ERROR").inc()
             return
         graded = outcome.result
-        self.metrics.results.labels(result.suite_id, _VERDICT_NAME[graded.verdict]).inc()
-        self.metrics.score.labels(result.suite_id).observe(graded.score)
+        self._child(self.metrics.results, result.suite_id, _VERDICT_NAME[graded.verdict]).inc()
+        self._child(self.metrics.score, result.suite_id).observe(graded.score)
         for item in graded.results:
-            self.metrics.assertions.labels(
-                result.suite_id, item.name, _STATUS_NAME[item.status]
+            self._child(
+                self.metrics.assertions, result.suite_id, item.name, _STATUS_NAME[item.status]
             ).inc()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A metric's child for these labels, looked up once (labels() validates and locks on
+        every call; a run counts several)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     async def _poll_routes(self) -> None:
         loop = asyncio.get_running_loop()
@@ -759,6 +806,22 @@ def _keyed(
         return dict(keyed)
     attrs = otlp.attributes(message.FromString(raw).attributes)
     return {key: attrs[key] for key in keys if key in attrs}
+
+
+def _parts(run: Run) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
+    events' bytes, in arrival order (the order the mapping keeps for ties)."""
+    spans = sorted(run.spans, key=_order)
+    events = sorted(run.events, key=_order)
+    return (
+        [span.resource_raw for span in spans],
+        [span.raw for span in spans],
+        [event.raw for event in events],
+    )
+
+
+def _order(record: SpanRecord | EventRecord) -> int:
+    return record.order
 
 
 def _why(outcome: AddOutcome) -> str:
