@@ -34,7 +34,7 @@ DEFAULT_DEDUPE_WINDOW_S = 300.0
 SpanKey = tuple[str, str]
 
 
-@dataclass
+@dataclass(slots=True)  # one per span received live: no per-instance dict
 class _Span:
     trace_id: str
     span_id: str
@@ -56,7 +56,7 @@ class _Span:
         return (self.trace_id, self.span_id)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Event:
     trace_id: str
     span_id: str

@@ -9,8 +9,10 @@ One timer task drives every run's settle time and idle timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -37,7 +39,6 @@ from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
 from trajgrade.live.writeback import LogWriter, now_ns, records
-from trajgrade.regrade.output import jsonl_line, outcome_row
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings
 from trajgrade.v1 import grader_service_pb2, result_pb2
@@ -70,15 +71,18 @@ class LiveResult:
     root_span_id: str = ""
     # `outcome` as the core encoded it (empty: encode `outcome`).
     outcome_bytes: bytes = b""
+    # Its regrade row, without the newline (empty: made by sink_line).
+    row: bytes = b""
 
     def sink_line(self) -> bytes:
-        """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans)
-        with one more key, `live`, that regrade readers ignore: how the run was completed."""
-        raw = self.outcome_bytes or self.outcome.SerializeToString()
-        row = jsonl_line(outcome_row(raw, self.suite_id))
-        live = {"service": self.service, "completion": self.completion, "cut_off": self.cut_off}
-        extra = json.dumps(live, ensure_ascii=False, separators=(",", ":"))
-        return row[:-2] + b',"live":' + extra.encode() + b"}\n"
+        """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans:
+        the core writes both) with one more key, `live`, that regrade readers ignore: how the
+        run was completed."""
+        row = self.row
+        if not row:
+            raw = self.outcome_bytes or self.outcome.SerializeToString()
+            row = _core.outcome_block(self.suite_id, [raw], 0).rows[:-1]
+        return row[:-1] + b',"live":' + _live_json(self.service, self.completion, self.cut_off)
 
     def response(self) -> bytes:
         message = grader_service_pb2.WatchResultsResponse(
@@ -93,6 +97,13 @@ class LiveResult:
         else:
             message.result.CopyFrom(self.outcome.result)
         return message.SerializeToString()
+
+
+@functools.lru_cache(maxsize=1024)
+def _live_json(service: str, completion: str, cut_off: bool) -> bytes:
+    """A sink row's `live` value and the row's end (few distinct ones: made once each)."""
+    live = {"service": service, "completion": completion, "cut_off": cut_off}
+    return json.dumps(live, ensure_ascii=False, separators=(",", ":")).encode() + b"}\n"
 
 
 def root_span(run: Run) -> tuple[str, str]:
@@ -636,10 +647,17 @@ class LiveGrader:
                 batch[1].append(i)
                 batch[2].append(trace)
             suites_of.append((i, suites))
-        outcomes: dict[tuple[int, int], bytes] = {}
+        outcomes: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         for key, (suite, indices, traces) in batches.items():
-            for i, outcome in zip(indices, suite.grade_batch(traces), strict=True):
-                outcomes[key, i] = outcome
+            graded = suite.grade_batch(traces)
+            # The sink's rows, by the core, in one call per suite.
+            rows = (
+                _core.outcome_block(suite.suite_id, graded, 0).rows.split(b"\n")
+                if self.sink is not None
+                else [b""] * len(graded)
+            )
+            for i, outcome, row in zip(indices, graded, rows, strict=False):
+                outcomes[key, i] = outcome, row
         for i, suites in suites_of:
             run = runs[i]
             root_trace, root_id = root_span(run)
@@ -650,10 +668,10 @@ class LiveGrader:
                     run.service,
                     run.cut_off,
                     run.completion,
-                    result_pb2.TraceOutcome.FromString(raw := outcomes[id(suite), i]),
+                    result_pb2.TraceOutcome.FromString((raw := outcomes[id(suite), i])[0]),
                     root_trace,
                     root_id,
-                    raw,
+                    *raw,
                 )
                 for suite in suites
             ]
@@ -711,11 +729,14 @@ class LiveGrader:
             self.hub.dropped = 0
 
     def _publish(self, results: list[LiveResult]) -> None:
+        counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
         for result in results:
-            self._count(result)
+            self._count(result, counts)
             outcome = result.outcome
             verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
             self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
+        for (metric, *labels), count in counts.items():
+            self._child(metric, *labels).inc(count)
         self._note_watchers()
         if self.writer is not None:
             stamp = now_ns()
@@ -732,23 +753,24 @@ class LiveGrader:
         if self._sink_writer is not None and results:
             self._sink_writer.submit([result.sink_line() for result in results])
 
-    def _count(self, result: LiveResult) -> None:
+    def _count(self, result: LiveResult, counts: collections.Counter[tuple[Any, ...]]) -> None:
+        """Count a result: its verdict and assertions added to `counts` (incremented once per
+        trip), its score observed."""
         outcome = result.outcome
+        metrics = self.metrics
         if outcome.WhichOneof("outcome") != "result":
-            self._child(self.metrics.results, result.suite_id, "ERROR").inc()
+            counts[metrics.results, result.suite_id, "ERROR"] += 1
             return
         graded = outcome.result
-        self._child(self.metrics.results, result.suite_id, _VERDICT_NAME[graded.verdict]).inc()
-        self._child(self.metrics.score, result.suite_id).observe(graded.score)
+        counts[metrics.results, result.suite_id, _VERDICT_NAME[graded.verdict]] += 1
+        self._child(metrics.score, result.suite_id).observe(graded.score)
         for item in graded.results:
-            self._child(
-                self.metrics.assertions, result.suite_id, item.name, _STATUS_NAME[item.status]
-            ).inc()
+            counts[metrics.assertions, result.suite_id, item.name, _STATUS_NAME[item.status]] += 1
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """A metric's child for these labels, looked up once (labels() validates and locks on
         every call; a run counts several)."""
-        key = (id(metric), *labels)
+        key = (metric, *labels)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*labels)
@@ -779,19 +801,10 @@ def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
     out = []
     for trace_id, span_id, parent, start, flags, ends, size, raw, index, keyed in heads:
         resource_raw, resource = held[index]
+        attrs = _keyed(keyed, raw, OtlpSpan, keys)
+        # Positional (the fields' order): a few microseconds a span fewer than keywords.
         record = SpanRecord(
-            trace_id=trace_id,
-            span_id=span_id,
-            name="",
-            start=start,
-            end=start,
-            attrs=_keyed(keyed, raw, OtlpSpan, keys),
-            resource=resource,
-            status_code=0,
-            order=0,
-            parent=parent,
-            raw=raw,
-            resource_raw=resource_raw,
+            trace_id, span_id, "", start, start, attrs, resource, 0, 0, parent, 0, raw, resource_raw
         )
         out.append(IncomingSpan(record, size, ends, flags))
     return out
