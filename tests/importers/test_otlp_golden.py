@@ -10,6 +10,8 @@ from pathlib import Path
 import otlp_golden
 import otlp_random
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from trajgrade import _core
 from trajgrade.importers import otlp
 from trajgrade.importers.report import ImportReport
@@ -56,7 +58,7 @@ def test_random_span_sets_map_as_the_importer_did() -> None:
 @pytest.mark.parametrize("group_by", [None, "session.id"])
 def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> None:
     """_core.map_otlp_runs (the live receiver's completed runs in one call): each run maps to
-    the Trace that map_records, the composition of its own request, gives it alone."""
+    the Trace that map_otlp gives the requests of its own spans and events."""
     for seed in range(60):
         requests, logs = otlp_random.requests(seed)
         spans = [s.record for r in requests for s in _incoming(r.SerializeToString(), [])]
@@ -73,11 +75,22 @@ def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> No
             run.spans.reverse()
         expected = []
         for run in runs.values():
-            mapped = list(
-                otlp.map_records(run.spans, run.events, ImportReport(), group_by=group_by)
-            )
-            expected.append(mapped[0].SerializeToString() if mapped else None)
-        got = _core.map_otlp_runs([_parts(run) for run in runs.values()], group_by)
+            # The reference: the run's spans as one request, a ResourceSpans per span (in
+            # arrival order), its events as one logs request, through map_otlp.
+            traces = ExportTraceServiceRequest()
+            for span in sorted(run.spans, key=lambda s: s.order):
+                resource_spans = traces.resource_spans.add()
+                resource_spans.resource.ParseFromString(span.resource_raw)
+                resource_spans.scope_spans.add().spans.add().ParseFromString(span.raw)
+            logs_request = ExportLogsServiceRequest()
+            for event in sorted(run.events, key=lambda e: e.order):
+                scope_logs = logs_request.resource_logs.add().scope_logs.add()
+                scope_logs.log_records.add().ParseFromString(event.raw)
+            log_bytes = [logs_request.SerializeToString()] if run.events else []
+            mapped, _ = _core.map_otlp([traces.SerializeToString()], log_bytes, group_by)
+            expected.append(mapped[0] if mapped else None)
+        parts = [_parts(run.spans, run.events) for run in runs.values()]
+        got = _core.map_otlp_runs(parts, group_by)
         assert got == expected, f"seed {seed}"
     assert _core.map_otlp_runs([]) == []
     malformed = _core.map_otlp_runs([([b""], [b"\x0a\xff"], [])])

@@ -594,12 +594,12 @@ class LiveGrader:
         if not subs:
             return []
         self.metrics.early_checks.inc()
-        report = ImportReport()
         group_by = self.settings.live_group_by
-        traces = list(otlp.map_records(check.spans, check.events, report, group_by=group_by))
-        if not traces:
+        (payload,) = _core.map_otlp_runs([_parts(check.spans, check.events)], group_by)
+        if isinstance(payload, str):
+            raise ValueError(payload)  # logged by _check_early
+        if payload is None:
             return []
-        payload = traces[0].SerializeToString()
         out = []
         for sub in subs:
             outcome = result_pb2.TraceOutcome.FromString(sub.compiled.grade_batch([payload])[0])
@@ -625,7 +625,7 @@ class LiveGrader:
         out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
         routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
         mapped = _core.map_otlp_runs(
-            [_parts(runs[i]) for i, _ in routed], self.settings.live_group_by
+            [_parts(runs[i].spans, runs[i].events) for i, _ in routed], self.settings.live_group_by
         )
         # Per suite (by identity): the suite and the runs' indices and Trace bytes it grades.
         batches: dict[int, tuple[Any, list[int], list[bytes]]] = {}
@@ -821,11 +821,13 @@ def _keyed(
     return {key: attrs[key] for key in keys if key in attrs}
 
 
-def _parts(run: Run) -> tuple[list[bytes], list[bytes], list[bytes]]:
+def _parts(
+    spans: list[SpanRecord], events: list[EventRecord]
+) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
     events' bytes, in arrival order (the order the mapping keeps for ties)."""
-    spans = sorted(run.spans, key=_order)
-    events = sorted(run.events, key=_order)
+    spans = sorted(spans, key=_order)
+    events = sorted(events, key=_order)
     return (
         [span.resource_raw for span in spans],
         [span.raw for span in spans],
