@@ -62,6 +62,7 @@ def test_every_entry_point_is_in_the_doc_tables() -> None:
         "encode_trace_dict",
         "outcome_block",
         "map_otlp",
+        "map_otlp_runs",
         "otlp_spans",
     }
     names |= functions

@@ -10,6 +10,13 @@ from pathlib import Path
 import otlp_golden
 import otlp_random
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from trajgrade import _core
+from trajgrade.importers import otlp
+from trajgrade.importers.report import ImportReport
+from trajgrade.live.assembly import Run
+from trajgrade.live.grading import _incoming, _parts
 
 FILES = sorted(otlp_golden.GOLDEN_DIR.glob("*.json"))
 RANDOM = [
@@ -46,3 +53,45 @@ def test_random_span_sets_map_as_the_importer_did() -> None:
         )
         assert report == golden["report"], where
         assert otlp_golden.digest(got) == golden["expected_sha256"], where
+
+
+@pytest.mark.parametrize("group_by", [None, "session.id"])
+def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> None:
+    """_core.map_otlp_runs (the live receiver's completed runs in one call): each run maps to
+    the Trace that map_otlp gives the requests of its own spans and events."""
+    for seed in range(60):
+        requests, logs = otlp_random.requests(seed)
+        spans = [s.record for r in requests for s in _incoming(r.SerializeToString(), [])]
+        events = [e for r in logs for e in otlp.event_records(r, ImportReport())]
+        runs: dict[str, Run] = {}
+        for order, span in enumerate(spans):
+            span.order = order
+            runs.setdefault(span.trace_id, Run(span.trace_id, 0.0, 0.0)).spans.append(span)
+        for order, event in enumerate(events, start=len(spans)):
+            event.order = order
+            runs.setdefault(event.trace_id, Run(event.trace_id, 0.0, 0.0)).events.append(event)
+        # A run's spans out of arrival order (as after a regroup): the mapping sorts them.
+        for run in runs.values():
+            run.spans.reverse()
+        expected = []
+        for run in runs.values():
+            # The reference: the run's spans as one request, a ResourceSpans per span (in
+            # arrival order), its events as one logs request, through map_otlp.
+            traces = ExportTraceServiceRequest()
+            for span in sorted(run.spans, key=lambda s: s.order):
+                resource_spans = traces.resource_spans.add()
+                resource_spans.resource.ParseFromString(span.resource_raw)
+                resource_spans.scope_spans.add().spans.add().ParseFromString(span.raw)
+            logs_request = ExportLogsServiceRequest()
+            for event in sorted(run.events, key=lambda e: e.order):
+                scope_logs = logs_request.resource_logs.add().scope_logs.add()
+                scope_logs.log_records.add().ParseFromString(event.raw)
+            log_bytes = [logs_request.SerializeToString()] if run.events else []
+            mapped, _ = _core.map_otlp([traces.SerializeToString()], log_bytes, group_by)
+            expected.append(mapped[0] if mapped else None)
+        parts = [_parts(run.spans, run.events) for run in runs.values()]
+        got = _core.map_otlp_runs(parts, group_by)
+        assert got == expected, f"seed {seed}"
+    assert _core.map_otlp_runs([]) == []
+    malformed = _core.map_otlp_runs([([b""], [b"\x0a\xff"], [])])
+    assert len(malformed) == 1 and "traces" in str(malformed[0])

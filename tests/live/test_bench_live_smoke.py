@@ -36,3 +36,21 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         assert row in out, out
     assert "targets: throughput >= 70% of floor:" in out
     assert "load average" in out
+
+
+@pytest.mark.parametrize("mode", [[], ["--paced"]])
+def test_live_stages_smoke_run_accounts_for_the_stages(mode: list[str]) -> None:
+    """bench/live_stages.py grades every run in-process and prints CPU per run by stage."""
+    command = [sys.executable, str(BENCH.with_name("live_stages.py")), "--runs", "30", *mode]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for stage in (
+        "loop thread, all of it",
+        "loop: intake",
+        "loop: publish (all of it)",
+        "grading thread: route, map, grade (per trip) (",
+        "grading thread:   mapping (map_otlp_runs)",
+        "sink thread: write and fsync",
+    ):
+        assert stage in out, out

@@ -32,6 +32,7 @@ __all__ = [
     "build_profile",
     "encode_trace_dict",
     "map_otlp",
+    "map_otlp_runs",
     "otlp_spans",
     "outcome_block",
     "split_jsonl",
@@ -331,6 +332,16 @@ def map_otlp(
     (`Trace` bytes per trace id or `group_by` value, report: traces, calls, model calls, merged
     duplicates, id collisions, [(reason, count, first examples)]). A malformed request raises
     ValueError naming it."""
+
+def map_otlp_runs(
+    runs: Sequence[tuple[Sequence[bytes], Sequence[bytes], Sequence[bytes]]],
+    group_by: str | None = None,
+    dedupe_window_s: float = 300.0,
+) -> list[bytes | str | None]:
+    """Live runs, each (its spans' resources' bytes, its spans' bytes, parallel, and its log
+    events' bytes, arrival order), mapped in one call → per run its first `Trace`'s bytes
+    (as `map_otlp` of one request of its spans and one of its events), None when nothing maps,
+    or the mapping's error message (that run only)."""
 
 def otlp_spans(
     request: bytes, keys: Sequence[str]

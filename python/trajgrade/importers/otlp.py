@@ -34,7 +34,7 @@ DEFAULT_DEDUPE_WINDOW_S = 300.0
 SpanKey = tuple[str, str]
 
 
-@dataclass
+@dataclass(slots=True)  # one per span received live: no per-instance dict
 class _Span:
     trace_id: str
     span_id: str
@@ -56,7 +56,7 @@ class _Span:
         return (self.trace_id, self.span_id)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Event:
     trace_id: str
     span_id: str
@@ -271,47 +271,6 @@ def from_requests(
         group_by=group_by,
         dedupe_window_s=dedupe_window_s,
     )
-
-
-def map_records(
-    spans: list[SpanRecord],
-    events: list[EventRecord],
-    report: ImportReport,
-    *,
-    group_by: str | None = None,
-    dedupe_window_s: float = DEFAULT_DEDUPE_WINDOW_S,
-) -> Iterator[trace_pb2.Trace]:
-    """Map spans and events received live (their raw bytes, in `order`) with the core's
-    mapping: the same Traces as the spans exported to a file and imported."""
-    spans_request = b"".join(
-        _field(1, _field(1, span.resource_raw) + _field(2, _field(2, span.raw)))
-        for span in sorted(spans, key=lambda s: s.order)
-    )
-    logs_request = b"".join(
-        _field(1, _field(2, _field(2, event.raw)))
-        for event in sorted(events, key=lambda e: e.order)
-    )
-    return _map_bytes(
-        [spans_request],
-        [logs_request] if events else [],
-        report,
-        group_by=group_by,
-        dedupe_window_s=dedupe_window_s,
-    )
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """One length-delimited protobuf field (composing requests from parts' bytes)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
 def _map_bytes(

@@ -55,7 +55,7 @@ _HAS_IS_REMOTE = 0x100
 _IS_REMOTE = 0x200
 
 
-@dataclass
+@dataclass(slots=True)
 class IncomingSpan:
     """One received span: its record for the mapping, and what assembly reads of it."""
 

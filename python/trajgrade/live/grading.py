@@ -9,8 +9,10 @@ One timer task drives every run's settle time and idle timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -28,7 +30,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
 from trajgrade import _core
 from trajgrade.importers import otlp
-from trajgrade.importers.otlp import SpanRecord
+from trajgrade.importers.otlp import EventRecord, SpanRecord
 from trajgrade.importers.report import ImportReport
 from trajgrade.live import early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
@@ -37,7 +39,6 @@ from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
 from trajgrade.live.writeback import LogWriter, now_ns, records
-from trajgrade.regrade.output import jsonl_line, outcome_row
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings
 from trajgrade.v1 import grader_service_pb2, result_pb2
@@ -68,14 +69,20 @@ class LiveResult:
     # The run's root span (hex ids), which write-back records point at.
     root_trace_id: str = ""
     root_span_id: str = ""
+    # `outcome` as the core encoded it (empty: encode `outcome`).
+    outcome_bytes: bytes = b""
+    # Its regrade row, without the newline (empty: made by sink_line).
+    row: bytes = b""
 
     def sink_line(self) -> bytes:
-        """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans)
-        with one more key, `live`, that regrade readers ignore: how the run was completed."""
-        row = jsonl_line(outcome_row(self.outcome.SerializeToString(), self.suite_id))
-        live = {"service": self.service, "completion": self.completion, "cut_off": self.cut_off}
-        extra = json.dumps(live, ensure_ascii=False, separators=(",", ":"))
-        return row[:-2] + b',"live":' + extra.encode() + b"}\n"
+        """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans:
+        the core writes both) with one more key, `live`, that regrade readers ignore: how the
+        run was completed."""
+        row = self.row
+        if not row:
+            raw = self.outcome_bytes or self.outcome.SerializeToString()
+            row = _core.outcome_block(self.suite_id, [raw], 0).rows[:-1]
+        return row[:-1] + b',"live":' + _live_json(self.service, self.completion, self.cut_off)
 
     def response(self) -> bytes:
         message = grader_service_pb2.WatchResultsResponse(
@@ -92,6 +99,13 @@ class LiveResult:
         return message.SerializeToString()
 
 
+@functools.lru_cache(maxsize=1024)
+def _live_json(service: str, completion: str, cut_off: bool) -> bytes:
+    """A sink row's `live` value and the row's end (few distinct ones: made once each)."""
+    live = {"service": service, "completion": completion, "cut_off": cut_off}
+    return json.dumps(live, ensure_ascii=False, separators=(",", ":")).encode() + b"}\n"
+
+
 def root_span(run: Run) -> tuple[str, str]:
     """(trace id, span id) of the run's root: the first trace's parentless span (with
     --live-group-by, the run's first trace), else its earliest span (a run cut off early)."""
@@ -101,14 +115,6 @@ def root_span(run: Run) -> tuple[str, str]:
     roots = [s for s in run.spans if s.trace_id == first and s.parent == ""]
     span = min(roots or run.spans, key=lambda s: (s.start, s.order))
     return span.trace_id, span.span_id
-
-
-def map_run(run: Run, group_by: str | None) -> tuple[Any, ImportReport]:
-    """The run's Trace through the importer's one mapping (None: nothing maps, e.g. no span
-    carried the grouping attribute)."""
-    report = ImportReport()
-    traces = list(otlp.map_records(run.spans, run.events, report, group_by=group_by))
-    return (traces[0] if traces else None), report
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,8 @@ class LiveGrader:
         self._past_deadline = 0
         # The trip on the grading thread (the drain's to settle if it abandons the worker).
         self._trip: Trip | None = None
+        # Result metrics' children by (metric, labels): see _child.
+        self._children: dict[tuple[Any, ...], Any] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -520,32 +528,52 @@ class LiveGrader:
             self._drop(run, "error")
 
     def _grade(self, trip: Trip, routes: Any) -> None:
-        """On the grading thread: map, route and grade each run (one failing run is logged
-        and counted, and the others go on), until the drain's deadline."""
-        for index, run in enumerate(trip.runs):
+        """On the grading thread: map, route and grade the trip's runs (all at once; one by one
+        once the drain has begun, so that its deadline falls between two runs) and commit each
+        (one failing run is logged and counted, and the others go on)."""
+        step = len(trip.runs) if self._deadline is None else 1
+        for start in range(0, len(trip.runs), step):
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 return
-            graded: list[LiveResult] | str
+            runs = trip.runs[start : start + step]
             try:
-                graded = self._grade_run(run, routes)
+                graded = self._grade_runs(runs, routes)
             except Exception:
-                log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
-                graded = "error"
-            with trip.lock:
-                if trip.closed:
-                    return  # abandoned by the drain, which counted this run and the rest
-                trip.done = index + 1
-                self.metrics.traces.labels(run.completion).inc()
-                if isinstance(graded, str):
-                    self._drop(run, graded)
-                    graded = []
+                if len(runs) > 1:  # find the failing run: the others are graded
+                    graded = [self._grade_alone(run, routes) for run in runs]
                 else:
-                    self.metrics.spans.labels("graded" if graded else "unrouted").inc(
+                    graded = [self._grade_alone(runs[0], routes)]
+            if not self._commit(trip, start, runs, graded):
+                return
+
+    def _grade_alone(self, run: Run, routes: Any) -> list[LiveResult] | str:
+        try:
+            return self._grade_runs([run], routes)[0]
+        except Exception:
+            log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
+            return "error"
+
+    def _commit(
+        self, trip: Trip, start: int, runs: list[Run], graded: list[list[LiveResult] | str]
+    ) -> bool:
+        """Commit graded runs to the trip, in order (False: the drain abandoned the trip)."""
+        with trip.lock:
+            if trip.closed:
+                return False  # abandoned by the drain, which counted these runs and the rest
+            for index, (run, outcome) in enumerate(zip(runs, graded, strict=True)):
+                trip.done = start + index + 1
+                self.metrics.traces.labels(run.completion).inc()
+                results = [] if isinstance(outcome, str) else outcome
+                if isinstance(outcome, str):
+                    self._drop(run, outcome)
+                else:
+                    self.metrics.spans.labels("graded" if results else "unrouted").inc(
                         len(run.spans)
                     )
                 if run.early_sent:
-                    self._settle_early(run, graded)
-                trip.results.extend(graded)
+                    self._settle_early(run, results)
+                trip.results.extend(results)
+        return True
 
     def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
         """Count what the final results made of the run's early verdicts."""
@@ -583,12 +611,12 @@ class LiveGrader:
         if not subs:
             return []
         self.metrics.early_checks.inc()
-        report = ImportReport()
         group_by = self.settings.live_group_by
-        traces = list(otlp.map_records(check.spans, check.events, report, group_by=group_by))
-        if not traces:
+        (payload,) = _core.map_otlp_runs([_parts(check.spans, check.events)], group_by)
+        if isinstance(payload, str):
+            raise ValueError(payload)  # logged by _check_early
+        if payload is None:
             return []
-        payload = traces[0].SerializeToString()
         out = []
         for sub in subs:
             outcome = result_pb2.TraceOutcome.FromString(sub.compiled.grade_batch([payload])[0])
@@ -608,34 +636,62 @@ class LiveGrader:
         suite = ref.resolve(self.grader)
         return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
-    def _grade_run(self, run: Run, routes: Any) -> list[LiveResult] | str:
-        """The run's results, or why it was not graded (counted when the trip commits it)."""
-        suites = routes.suites_for(run.spans)
-        if not suites:
-            return "unrouted"
-        trace, _ = map_run(run, self.settings.live_group_by)
-        if trace is None:
-            return "unmapped"
-        payload = trace.SerializeToString()
-        root_trace, root_id = root_span(run)
-        out = []
-        for ref in suites:
-            suite = self._suite(ref)
-            if suite is None:
+    def _grade_runs(self, runs: list[Run], routes: Any) -> list[list[LiveResult] | str]:
+        """Each run's results, or why it was not graded (counted when the trip commits it):
+        the runs mapped in one core call, then graded in one call per suite."""
+        out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
+        routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
+        mapped = _core.map_otlp_runs(
+            [_parts(runs[i].spans, runs[i].events) for i, _ in routed], self.settings.live_group_by
+        )
+        # Per suite (by identity): the suite and the runs' indices and Trace bytes it grades.
+        batches: dict[int, tuple[Any, list[int], list[bytes]]] = {}
+        suites_of: list[tuple[int, list[Any]]] = []
+        for (i, refs), trace in zip(routed, mapped, strict=True):
+            if isinstance(trace, str):
+                run = runs[i]
+                log.error(
+                    "run %s could not be mapped: %s", run.key, trace, extra={"trace_id": run.key}
+                )
+                out[i] = "error"
                 continue
-            outcome = result_pb2.TraceOutcome.FromString(suite.grade_batch([payload])[0])
-            out.append(
+            if trace is None:
+                out[i] = "unmapped"
+                continue
+            suites = [suite for ref in refs if (suite := self._suite(ref)) is not None]
+            for suite in suites:
+                batch = batches.setdefault(id(suite), (suite, [], []))
+                batch[1].append(i)
+                batch[2].append(trace)
+            suites_of.append((i, suites))
+        outcomes: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        for key, (suite, indices, traces) in batches.items():
+            graded = suite.grade_batch(traces)
+            # The sink's rows, by the core, in one call per suite.
+            rows = (
+                _core.outcome_block(suite.suite_id, graded, 0).rows.split(b"\n")
+                if self.sink is not None
+                else [b""] * len(graded)
+            )
+            for i, outcome, row in zip(indices, graded, rows, strict=False):
+                outcomes[key, i] = outcome, row
+        for i, suites in suites_of:
+            run = runs[i]
+            root_trace, root_id = root_span(run)
+            out[i] = [
                 LiveResult(
                     run.key,
                     suite.suite_id,
                     run.service,
                     run.cut_off,
                     run.completion,
-                    outcome,
+                    result_pb2.TraceOutcome.FromString((raw := outcomes[id(suite), i])[0]),
                     root_trace,
                     root_id,
+                    *raw,
                 )
-            )
+                for suite in suites
+            ]
         return out
 
     def _suite(self, ref: SuiteRef) -> Any:
@@ -690,11 +746,14 @@ class LiveGrader:
             self.hub.dropped = 0
 
     def _publish(self, results: list[LiveResult]) -> None:
+        counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
         for result in results:
-            self._count(result)
+            self._count(result, counts)
             outcome = result.outcome
             verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
             self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
+        for (metric, *labels), count in counts.items():
+            self._child(metric, *labels).inc(count)
         self._note_watchers()
         if self.writer is not None:
             stamp = now_ns()
@@ -711,18 +770,28 @@ class LiveGrader:
         if self._sink_writer is not None and results:
             self._sink_writer.submit([result.sink_line() for result in results])
 
-    def _count(self, result: LiveResult) -> None:
+    def _count(self, result: LiveResult, counts: collections.Counter[tuple[Any, ...]]) -> None:
+        """Count a result: its verdict and assertions added to `counts` (incremented once per
+        trip), its score observed."""
         outcome = result.outcome
+        metrics = self.metrics
         if outcome.WhichOneof("outcome") != "result":
-            self.metrics.results.labels(result.suite_id, "ERROR").inc()
+            counts[metrics.results, result.suite_id, "ERROR"] += 1
             return
         graded = outcome.result
-        self.metrics.results.labels(result.suite_id, _VERDICT_NAME[graded.verdict]).inc()
-        self.metrics.score.labels(result.suite_id).observe(graded.score)
+        counts[metrics.results, result.suite_id, _VERDICT_NAME[graded.verdict]] += 1
+        self._child(metrics.score, result.suite_id).observe(graded.score)
         for item in graded.results:
-            self.metrics.assertions.labels(
-                result.suite_id, item.name, _STATUS_NAME[item.status]
-            ).inc()
+            counts[metrics.assertions, result.suite_id, item.name, _STATUS_NAME[item.status]] += 1
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A metric's child for these labels, looked up once (labels() validates and locks on
+        every call; a run counts several)."""
+        key = (metric, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     async def _poll_routes(self) -> None:
         loop = asyncio.get_running_loop()
@@ -749,19 +818,10 @@ def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
     out = []
     for trace_id, span_id, parent, start, flags, ends, size, raw, index, keyed in heads:
         resource_raw, resource = held[index]
+        attrs = _keyed(keyed, raw, OtlpSpan, keys)
+        # Positional (the fields' order): a few microseconds a span fewer than keywords.
         record = SpanRecord(
-            trace_id=trace_id,
-            span_id=span_id,
-            name="",
-            start=start,
-            end=start,
-            attrs=_keyed(keyed, raw, OtlpSpan, keys),
-            resource=resource,
-            status_code=0,
-            order=0,
-            parent=parent,
-            raw=raw,
-            resource_raw=resource_raw,
+            trace_id, span_id, "", start, start, attrs, resource, 0, 0, parent, 0, raw, resource_raw
         )
         out.append(IncomingSpan(record, size, ends, flags))
     return out
@@ -776,6 +836,24 @@ def _keyed(
         return dict(keyed)
     attrs = otlp.attributes(message.FromString(raw).attributes)
     return {key: attrs[key] for key in keys if key in attrs}
+
+
+def _parts(
+    spans: list[SpanRecord], events: list[EventRecord]
+) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
+    events' bytes, in arrival order (the order the mapping keeps for ties)."""
+    spans = sorted(spans, key=_order)
+    events = sorted(events, key=_order)
+    return (
+        [span.resource_raw for span in spans],
+        [span.raw for span in spans],
+        [event.raw for event in events],
+    )
+
+
+def _order(record: SpanRecord | EventRecord) -> int:
+    return record.order
 
 
 def _why(outcome: AddOutcome) -> str:

@@ -30,7 +30,7 @@ mod _core {
     #[pymodule_export]
     use crate::lazy_result::LazyGradeResult;
     #[pymodule_export]
-    use crate::otlp::{map_otlp, otlp_spans};
+    use crate::otlp::{map_otlp, map_otlp_runs, otlp_spans};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -2,7 +2,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 use trajgrade_core::otlp;
 
 use crate::detach::run_detached;
@@ -88,4 +88,43 @@ pub fn otlp_spans<'py>(
         })
         .collect();
     Ok((resources, spans))
+}
+
+/// A run: its spans' resources' bytes, its spans' bytes (parallel, arrival order) and its
+/// events' bytes.
+type RunTuple = (Vec<PyBackedBytes>, Vec<PyBackedBytes>, Vec<PyBackedBytes>);
+
+/// Map the live receiver's completed runs in one call (the interpreter released once for all
+/// of them): per run, its first `Trace`'s bytes, None when nothing maps, or the mapping's
+/// error message (that run only). Each run maps as `map_otlp` maps one traces request of its
+/// spans (a `ResourceSpans` per span) and one logs request of its events.
+#[pyfunction]
+#[pyo3(signature = (runs, group_by=None, dedupe_window_s=300.0))]
+pub fn map_otlp_runs(
+    py: Python<'_>,
+    runs: Vec<RunTuple>,
+    group_by: Option<PyBackedStr>,
+    dedupe_window_s: f64,
+) -> PyResult<Vec<Bound<'_, PyAny>>> {
+    let out = run_detached(py, move || {
+        let group_by = group_by.as_deref();
+        runs.iter()
+            .map(|(resources, spans, events)| {
+                let parts = otlp::RunParts {
+                    resources: resources.iter().map(|b| &b[..]).collect(),
+                    spans: spans.iter().map(|b| &b[..]).collect(),
+                    events: events.iter().map(|b| &b[..]).collect(),
+                };
+                otlp::map_run(&parts, group_by, dedupe_window_s).map_err(|e| e.to_string())
+            })
+            .collect::<Vec<_>>()
+    })?;
+    Ok(out
+        .into_iter()
+        .map(|run| match run {
+            Ok(Some(trace)) => PyBytes::new(py, &trace).into_any(),
+            Ok(None) => py.None().into_bound(py),
+            Err(message) => PyString::new(py, &message).into_any(),
+        })
+        .collect())
 }

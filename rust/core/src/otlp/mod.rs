@@ -63,3 +63,56 @@ pub fn map_requests(
         groups.into_iter().map(|g| map::trace(g, &mut report, window_ns).encode_to_vec()).collect();
     Ok((out, report))
 }
+
+/// One live run's parts, each span's and event's protobuf bytes in arrival order (the
+/// receiver keeps them from the intake): `spans[i]` under the resource `resources[i]`.
+pub struct RunParts<'a> {
+    pub resources: Vec<&'a [u8]>,
+    pub spans: Vec<&'a [u8]>,
+    pub events: Vec<&'a [u8]>,
+}
+
+/// Map one live run: its spans composed into one `ExportTraceServiceRequest` (a
+/// `ResourceSpans` per span, its `ScopeSpans` holding that span) and its events into one
+/// `ExportLogsServiceRequest` (likewise), mapped as `map_requests` maps them: the run's first
+/// `Trace` (None when nothing maps).
+pub fn map_run(
+    run: &RunParts<'_>,
+    group_by: Option<&str>,
+    dedupe_window_s: f64,
+) -> Result<Option<Vec<u8>>, DecodeError> {
+    let mut traces = Vec::new();
+    for (resource, span) in run.resources.iter().zip(&run.spans) {
+        // ResourceSpans { resource = 1; scope_spans = 2 { spans = 2 } }
+        let scope = field_len(2, span.len()) + span.len();
+        let inner = field_len(1, resource.len()) + resource.len() + field_len(2, scope) + scope;
+        put_field(&mut traces, 1, inner);
+        put_field(&mut traces, 1, resource.len());
+        traces.extend_from_slice(resource);
+        put_field(&mut traces, 2, scope);
+        put_field(&mut traces, 2, span.len());
+        traces.extend_from_slice(span);
+    }
+    let mut logs = Vec::new();
+    for event in &run.events {
+        // ResourceLogs { scope_logs = 2 { log_records = 2 } }
+        let scope = field_len(2, event.len()) + event.len();
+        put_field(&mut logs, 1, field_len(2, scope) + scope);
+        put_field(&mut logs, 2, scope);
+        put_field(&mut logs, 2, event.len());
+        logs.extend_from_slice(event);
+    }
+    let log_requests: Vec<&[u8]> = if run.events.is_empty() { vec![] } else { vec![&logs] };
+    let (out, _) = map_requests(&[&traces], &log_requests, group_by, dedupe_window_s)?;
+    Ok(out.into_iter().next())
+}
+
+/// Bytes of a length-delimited field's key and length (field numbers below 16).
+fn field_len(number: u32, len: usize) -> usize {
+    prost::encoding::key_len(number) + prost::encoding::encoded_len_varint(len as u64)
+}
+
+fn put_field(out: &mut Vec<u8>, number: u32, len: usize) {
+    prost::encoding::encode_key(number, prost::encoding::WireType::LengthDelimited, out);
+    prost::encoding::encode_varint(len as u64, out);
+}
