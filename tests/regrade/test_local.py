@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 import trajgrade
 from google.protobuf import json_format
 from trajgrade.commands import regrade as regrade_command
-from trajgrade.regrade import read_rows, regrade, resume
+from trajgrade.regrade import read_rows, regrade
 from trajgrade.regrade.output import ROW_FIELDS, arrow_schema
+from trajgrade.regrade.resume import RunState
 from trajgrade.v1 import result_pb2, trace_pb2
 
 
@@ -96,16 +98,19 @@ def test_parquet_output_from_the_core_columns_equals_the_json_reader(
     """Parquet output written from the core's Arrow columns reads back equal to the output of
     the rows read by Arrow's JSON reader (the path before), bad line included, for JSONL and
     Parquet input."""
-    by_json_reader = resume.write_part  # the rows through Arrow's JSON reader, no table
+    commit = RunState.commit
 
-    def json_reader_part(path: Path, rows: bytes, longest: int, table: object = None) -> None:
-        by_json_reader(path, rows, longest)
+    def json_reader_commit(
+        state: RunState, rows: bytes, position: Any, summary: Any, *, longest_row: int,
+        table: object = None,
+    ) -> None:  # fmt: skip
+        commit(state, rows, position, summary, longest_row=longest_row)  # no table: JSON reader
 
     for source in ("jsonl", "parquet"):
         core = tmp_path / f"core-{source}.parquet"
         regrade([str(workload[source])], workload["suite"], str(core), chunk_size=64)
         with monkeypatch.context() as m:
-            m.setattr(resume, "write_part", json_reader_part)
+            m.setattr(RunState, "commit", json_reader_commit)
             reader = tmp_path / f"json-{source}.parquet"
             regrade([str(workload[source])], workload["suite"], str(reader), chunk_size=64)
         assert pq.read_table(core).equals(pq.read_table(reader))

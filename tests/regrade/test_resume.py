@@ -94,7 +94,7 @@ def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Pat
     out = tmp_path / "results.parquet"
     _crash_after_commits(big, out, 3, chunk_size=1000)
     parts = out.with_name(out.name + ".parts")
-    (parts / "part-000003.parquet").write_bytes(b"half-written garbage")
+    (parts / "part-000003.arrow").write_bytes(b"half-written garbage")
     summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
     assert summary.traces == 6000
     rows = list(read_rows(str(out)))

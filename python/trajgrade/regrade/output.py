@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -229,34 +229,45 @@ def _release_unused() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def write_part(path: Path, rows: bytes, longest_row: int, table: pa.Table | None = None) -> None:
-    """Write rows to `path` as a Parquet part, durably (fsync): `table` (the core's Arrow
-    columns of the rows) or else the JSONL rows read by Arrow's JSON reader (the longest
-    `longest_row` bytes). The caller renames it into place. (JSONL rows go straight to the
-    run's rows file: RunState.commit.)"""
-    import pyarrow.parquet as pq  # noqa: PLC0415
+def write_part(path: Path, table: pa.Table) -> None:
+    """Write a committed chunk's rows to `path` durably (fsync) as an uncompressed Arrow IPC
+    file: the cheapest record that survives a crash, read back only to rebuild the Parquet
+    output on --resume (read_part). The caller renames it into place."""
+    import pyarrow as pa  # noqa: PLC0415
 
-    if table is None:
-        table = arrow_table_from_jsonl(rows, longest_row)
-    pq.write_table(table, path)
-    del table
-    _release_unused()
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
     with path.open("rb") as handle:
         os.fsync(handle.fileno())
 
 
-def concatenate(parts: Iterable[Path], target: Path) -> None:
-    """Join Parquet part files into `target` durably (fsync); the caller renames it into
-    place."""
-    import pyarrow.parquet as pq  # noqa: PLC0415
+def read_part(path: Path) -> pa.Table:
+    """A part written by write_part, memory-mapped (no copy of its buffers)."""
+    import pyarrow as pa  # noqa: PLC0415
 
-    with pq.ParquetWriter(target, arrow_schema()) as writer:
-        for part in parts:
-            # One part at a time: memory stays one chunk however long the run was.
-            writer.write_table(pq.read_table(part, schema=arrow_schema()))
-            _release_unused()
-    with target.open("rb") as handle:
-        os.fsync(handle.fileno())
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+class ParquetOutput:
+    """The Parquet output file being written: one row group per committed chunk, appended as
+    the chunks commit, so no row is encoded twice. The file has no footer until close()."""
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow.parquet as pq  # noqa: PLC0415
+
+        self._writer = pq.ParquetWriter(path, arrow_schema())
+        self._path = path
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+        _release_unused()
+
+    def close(self) -> None:
+        """Write the footer and make the file durable (fsync)."""
+        self._writer.close()
+        with self._path.open("rb") as handle:
+            os.fsync(handle.fileno())
 
 
 def row_from_json(raw: dict[str, Any]) -> Row:

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajgrade.regrade.output import concatenate, write_part
+from trajgrade.regrade.output import (
+    ParquetOutput,
+    arrow_table_from_jsonl,
+    read_part,
+    write_part,
+)
 from trajgrade.regrade.source import Position
 from trajgrade.regrade.summary import Summary
 
@@ -20,9 +25,11 @@ MANIFEST = "manifest.json"
 # JSONL output: the committed rows, appended chunk by chunk and renamed onto the output at
 # the end (no copy); the manifest records how many of its bytes are committed.
 ROWS = "rows.jsonl"
-# Parquet output: the parts assembled, waiting to be renamed onto the output.
+# Parquet output: the output written chunk by chunk (a row group each), renamed onto the
+# output at the end.
 ASSEMBLED = "output.parquet"
-VERSION = 2
+# 3: Parquet output's parts are Arrow IPC files.
+VERSION = 3
 
 
 class ResumeError(Exception):
@@ -62,10 +69,13 @@ class RunState:
     reader position and the summary. A crash between the two leaves rows past that length,
     which the next --resume truncates away and regrades. At the end the rows file is renamed
     onto the output.
-    Parquet output: chunk k is in part k iff the manifest lists k chunks; part k is written to
-    a temp file, fsynced and renamed before the manifest is rewritten, and a crash between the
-    two leaves an orphan part k that --resume deletes. At the end the parts are assembled into
-    a temp file renamed onto the output.
+    Parquet output: each chunk is appended as a row group to the output file in the run
+    directory, which has no footer (is not readable) until the end, so chunk k is also kept
+    durably in part k (Arrow IPC, uncompressed): part k is in the manifest's count iff the
+    manifest lists k chunks; it is written to a temp file, fsynced and renamed before the
+    manifest is rewritten, and a crash between the two leaves an orphan part k that --resume
+    deletes. --resume rewrites the output file from the committed parts (the only time a part
+    is read) and appends from there. At the end the output file is closed (footer, fsync).
     Either way the output is the previous file or the complete new one, never half written.
 
     The finish is crash-safe at every step (finish()): the complete output is staged in the
@@ -84,13 +94,14 @@ class RunState:
     summary: Summary | None = None
     rows_bytes: int = 0
     finished: bool = False  # the output is complete: nothing is left to grade
+    _parquet: ParquetOutput | None = field(default=None, repr=False, compare=False)
 
     @property
     def directory(self) -> Path:
         return parts_dir(self.out)
 
     def part(self, index: int) -> Path:
-        return self.directory / f"part-{index:06d}.{self.fmt}"
+        return self.directory / f"part-{index:06d}.arrow"
 
     @classmethod
     def open(cls, out: Path, fmt: str, identity: dict[str, Any], *, resume: bool) -> RunState:
@@ -169,10 +180,14 @@ class RunState:
                 os.fsync(handle.fileno())
                 self.rows_bytes = handle.tell()
         else:
+            if table is None:
+                table = arrow_table_from_jsonl(rows, longest_row)
+            output = self._parquet_output()
             final = self.part(index)
             tmp = final.with_name(final.name + ".tmp")
-            write_part(tmp, rows, longest_row, table)
+            write_part(tmp, table)
             os.replace(tmp, final)
+            output.write(table)
         self.chunks = index + 1
         self.position = position
         self.summary = summary
@@ -192,6 +207,15 @@ class RunState:
             },
         )
 
+    def _parquet_output(self) -> ParquetOutput:
+        """The Parquet output being written, opened on first use with the committed chunks
+        (rewritten from their parts after a resume)."""
+        if self._parquet is None:
+            self._parquet = ParquetOutput(self.staged_path)
+            for index in range(self.chunks):
+                self._parquet.write(read_part(self.part(index)))
+        return self._parquet
+
     @property
     def staged_path(self) -> Path:
         """The complete output, waiting in the run directory to be renamed onto `out`."""
@@ -207,7 +231,8 @@ class RunState:
         staged = self.staged_path
         if not self.finished:
             if self.fmt == "parquet":  # JSONL: every row is committed in the rows file already
-                concatenate((self.part(i) for i in range(self.chunks)), staged)
+                self._parquet_output().close()
+                self._parquet = None
             if self.summary is None:  # no chunk at all (empty inputs)
                 self.summary = Summary()
             self.finished = True
@@ -246,6 +271,6 @@ def _finished(manifest: Path) -> bool:
 def _committed(path: Path, chunks: int) -> bool:
     stem = path.name.split(".", 1)[0]
     try:
-        return path.name.endswith((".jsonl", ".parquet")) and int(stem[5:]) < chunks
+        return path.name.endswith(".arrow") and int(stem[5:]) < chunks
     except ValueError:
         return False
