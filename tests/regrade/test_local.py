@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -98,19 +97,18 @@ def test_parquet_output_from_the_core_columns_equals_the_json_reader(
     """Parquet output written from the core's Arrow columns reads back equal to the output of
     the rows read by Arrow's JSON reader (the path before), bad line included, for JSONL and
     Parquet input."""
-    commit = RunState.commit
+    append = RunState.append
 
-    def json_reader_commit(
-        state: RunState, rows: bytes, position: Any, summary: Any, *, longest_row: int,
-        table: object = None,
-    ) -> None:  # fmt: skip
-        commit(state, rows, position, summary, longest_row=longest_row)  # no table: JSON reader
+    def json_reader_append(
+        state: RunState, rows: bytes, *, longest_row: int, table: object = None
+    ) -> None:
+        append(state, rows, longest_row=longest_row)  # no table: Arrow's JSON reader
 
     for source in ("jsonl", "parquet"):
         core = tmp_path / f"core-{source}.parquet"
         regrade([str(workload[source])], workload["suite"], str(core), chunk_size=64)
         with monkeypatch.context() as m:
-            m.setattr(RunState, "commit", json_reader_commit)
+            m.setattr(RunState, "append", json_reader_append)
             reader = tmp_path / f"json-{source}.parquet"
             regrade([str(workload[source])], workload["suite"], str(reader), chunk_size=64)
         assert pq.read_table(core).equals(pq.read_table(reader))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from trajgrade.regrade import read_rows, regrade, suite_bytes
+from trajgrade.regrade import pipeline, read_rows, regrade, suite_bytes
 
 ray = pytest.importorskip("ray")
 # Ray warns about its own deprecated settings while it starts; not ours to fix.
@@ -132,9 +132,12 @@ def test_ray_rows_reach_the_disk_as_they_are_graded(
 
 @pytest.mark.usefixtures("local_ray")
 @pytest.mark.parametrize("first", ["local", "ray"])
-def test_ray_resumes_a_run(workload: dict[str, Path], tmp_path: Path, first: str) -> None:
+def test_ray_resumes_a_run(
+    workload: dict[str, Path], tmp_path: Path, first: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A run interrupted after some commits (by either engine) is continued by the Ray engine
     from the same position: no row twice, none missing, the same bytes and summary."""
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0.0)  # the local engine: a commit a chunk
     inputs = [str(workload["jsonl"]), str(workload["parquet"])]
     out = tmp_path / "results.jsonl"
     commits: list[int] = []

@@ -229,29 +229,46 @@ def _release_unused() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def write_part(path: Path, table: pa.Table) -> None:
-    """Write a committed chunk's rows to `path` durably (fsync) as an uncompressed Arrow IPC
-    file: the cheapest record that survives a crash, read back only to rebuild the Parquet
-    output on --resume (read_part). The caller renames it into place."""
-    import pyarrow as pa  # noqa: PLC0415
+class PartWriter:
+    """The rows appended to a Parquet output since its last commit, kept durably as one Arrow
+    IPC file (lz4: a fraction of the disk writes of uncompressed buffers, for little CPU): the
+    Parquet output has no footer (is not readable) until the run ends, so these parts are what
+    --resume rebuilds it from (part_tables); nothing else reads them. The caller renames the
+    file into place after close()."""
 
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    with path.open("rb") as handle:
-        os.fsync(handle.fileno())
+    def __init__(self, path: Path) -> None:
+        import pyarrow as pa  # noqa: PLC0415
+
+        self._path = path
+        self._sink = pa.OSFile(str(path), "wb")
+        options = pa.ipc.IpcWriteOptions(compression="lz4")
+        self._writer = pa.ipc.new_file(self._sink, arrow_schema(), options=options)
+
+    def write(self, table: pa.Table) -> None:
+        """One chunk's rows (a single-batch table: part_tables gives it back whole)."""
+        self._writer.write_table(table)
+
+    def close(self) -> None:
+        """Finish the file and make it durable (fsync)."""
+        self._writer.close()
+        self._sink.close()
+        with self._path.open("rb") as handle:
+            os.fsync(handle.fileno())
 
 
-def read_part(path: Path) -> pa.Table:
-    """A part written by write_part, memory-mapped (no copy of its buffers)."""
+def part_tables(path: Path) -> Iterator[pa.Table]:
+    """The chunks of a part written by PartWriter, in order, memory-mapped (no copy)."""
     import pyarrow as pa  # noqa: PLC0415
 
     with pa.memory_map(str(path)) as source:
-        return pa.ipc.open_file(source).read_all()
+        reader = pa.ipc.open_file(source)
+        for index in range(reader.num_record_batches):
+            yield pa.Table.from_batches([reader.get_batch(index)])
 
 
 class ParquetOutput:
-    """The Parquet output file being written: one row group per committed chunk, appended as
-    the chunks commit, so no row is encoded twice. The file has no footer until close()."""
+    """The Parquet output file being written: one row group per chunk, appended as the chunks
+    are graded, so no row is encoded twice. The file has no footer until close()."""
 
     def __init__(self, path: Path) -> None:
         import pyarrow.parquet as pq  # noqa: PLC0415
