@@ -11,6 +11,7 @@ from typing import Any, ClassVar, final
 
 from trajgrade._core import bench as bench
 from trajgrade.v1.result_pb2 import GradeResult
+from typing_extensions import Buffer
 
 __all__ = [
     "BlockMark",
@@ -234,7 +235,7 @@ class Grader:
     def grade_jsonl_block(
         self,
         suite: CompiledSuite,
-        data: bytes,
+        data: Buffer,
         start: int,
         end: int,
         max_failing: int,
@@ -251,7 +252,7 @@ class Grader:
         self,
         suite: CompiledSuite,
         rows: int,
-        columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+        columns: dict[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
         max_failing: int,
         source: str,
         first: int = 1,
@@ -314,8 +315,9 @@ def outcome_block(
     message)`, in input order → their regrade rows, counts and marks, as a block entry point
     gives them."""
 
-def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
-    """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""
+def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
+    """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
+    (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""
 
 def encode_trace_dict(trace: object) -> bytes | None:
     """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic

@@ -3,6 +3,7 @@ package (docs/internals/core-api.md). Each grades on the grader that compiled `s
 GIL released."""
 
 from trajgrade._core import CancelToken, CompiledSuite
+from typing_extensions import Buffer
 
 __all__ = [
     "decode_only",
@@ -27,7 +28,7 @@ def grade_json_traces_to_json(suite: CompiledSuite, lines: list[bytes]) -> list[
 def grade_arrow_traces_to_json(
     suite: CompiledSuite,
     rows: int,
-    columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+    columns: dict[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
 ) -> list[bytes]:
     """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
 
