@@ -6,7 +6,7 @@ are the production entry points; `trajgrade._core.bench` holds those only benchm
 call.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, final
 
 from trajgrade._core import bench as bench
@@ -252,7 +252,7 @@ class Grader:
         self,
         suite: CompiledSuite,
         rows: int,
-        columns: dict[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
+        columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
         max_failing: int,
         source: str,
         first: int = 1,
