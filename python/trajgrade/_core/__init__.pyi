@@ -280,7 +280,8 @@ class JsonlBlock:
     """Grader.grade_jsonl_block's result: rows, counts of graded and error rows, marked rows."""
 
     @property
-    def rows(self) -> bytes: ...
+    def rows(self) -> bytes:
+        """Every row; with arrow=True only the marked rows (the columns hold them all)."""
     @property
     def items(self) -> int: ...
     @property
