@@ -307,6 +307,9 @@ def _batches(
     Peak RSS stays flat however many row groups the file has: a fresh reader per row group
     (one long-lived reader's decode buffers keep growing), and Arrow's pool (mimalloc by
     default) hands freed buffers back after every batch. Batches do not span row groups.
+    Decoded on this thread (use_threads=False): the grading pool already has every core, and
+    Arrow's own threads on top cost more than they give (parquet → jsonl 1.4x faster at 100k
+    traces, 3 interleaved rounds).
     """
     import pyarrow as pa  # noqa: PLC0415  (optional dependency)
     import pyarrow.parquet as pq  # noqa: PLC0415
@@ -315,7 +318,7 @@ def _batches(
     for group in groups:
         reader = pq.ParquetFile(path)
         for batch in reader.iter_batches(
-            batch_size=chunk_size, row_groups=[group], columns=columns
+            batch_size=chunk_size, row_groups=[group], columns=columns, use_threads=False
         ):
             pool.release_unused()
             yield batch
