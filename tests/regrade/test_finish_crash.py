@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trajgrade.regrade import regrade, resume
+from trajgrade.regrade import pipeline, regrade, resume
 from trajgrade.regrade.resume import RunState
 
 _STEPS = ("replace", "unlink", "rmdir")
 CHUNK = 200  # 601 rows: four chunks, so a Parquet finish removes four parts
+
+
+@pytest.fixture(autouse=True)
+def _commit_every_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One commit a chunk (none grouped), so a Parquet run has four parts to remove.
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0.0)
 
 
 class SimulatedCrash(BaseException):
@@ -158,7 +164,7 @@ def test_finished_run_whose_output_was_deleted_says_what_to_do(
 
 _KILL_AT_FIRST_UNLINK = """
 import os, signal, sys
-from trajgrade.regrade import regrade, resume
+from trajgrade.regrade import pipeline, regrade, resume
 
 class KillingOs:
     def __getattr__(self, name):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -10,8 +11,10 @@ import pytest
 import trajgrade
 from google.protobuf import json_format
 from trajgrade.commands import regrade as regrade_command
-from trajgrade.regrade import read_rows, regrade, resume
+from trajgrade.regrade import read_rows, regrade
+from trajgrade.regrade.local import LocalBackend
 from trajgrade.regrade.output import ROW_FIELDS, arrow_schema
+from trajgrade.regrade.source import Chunk
 from trajgrade.v1 import result_pb2, trace_pb2
 
 
@@ -96,16 +99,17 @@ def test_parquet_output_from_the_core_columns_equals_the_json_reader(
     """Parquet output written from the core's Arrow columns reads back equal to the output of
     the rows read by Arrow's JSON reader (the path before), bad line included, for JSONL and
     Parquet input."""
-    by_json_reader = resume.write_part  # the rows through Arrow's JSON reader, no table
+    grade = LocalBackend.grade
 
-    def json_reader_part(path: Path, rows: bytes, longest: int, table: object = None) -> None:
-        by_json_reader(path, rows, longest)
+    def json_rows_grade(backend: LocalBackend, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+        backend.arrow = False  # every row as JSONL, no columns: Arrow's JSON reader reads them
+        return grade(backend, chunks)
 
     for source in ("jsonl", "parquet"):
         core = tmp_path / f"core-{source}.parquet"
         regrade([str(workload[source])], workload["suite"], str(core), chunk_size=64)
         with monkeypatch.context() as m:
-            m.setattr(resume, "write_part", json_reader_part)
+            m.setattr(LocalBackend, "grade", json_rows_grade)
             reader = tmp_path / f"json-{source}.parquet"
             regrade([str(workload[source])], workload["suite"], str(reader), chunk_size=64)
         assert pq.read_table(core).equals(pq.read_table(reader))

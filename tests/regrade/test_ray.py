@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from trajgrade.regrade import read_rows, regrade, suite_bytes
+from trajgrade.regrade import pipeline, read_rows, regrade, suite_bytes
 
 ray = pytest.importorskip("ray")
 # Ray warns about its own deprecated settings while it starts; not ours to fix.
@@ -132,9 +132,12 @@ def test_ray_rows_reach_the_disk_as_they_are_graded(
 
 @pytest.mark.usefixtures("local_ray")
 @pytest.mark.parametrize("first", ["local", "ray"])
-def test_ray_resumes_a_run(workload: dict[str, Path], tmp_path: Path, first: str) -> None:
+def test_ray_resumes_a_run(
+    workload: dict[str, Path], tmp_path: Path, first: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A run interrupted after some commits (by either engine) is continued by the Ray engine
     from the same position: no row twice, none missing, the same bytes and summary."""
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0.0)  # the local engine: a commit a chunk
     inputs = [str(workload["jsonl"]), str(workload["parquet"])]
     out = tmp_path / "results.jsonl"
     commits: list[int] = []
@@ -195,15 +198,19 @@ def test_ray_directory_output(workload: dict[str, Path], tmp_path: Path) -> None
 @pytest.mark.usefixtures("local_ray")
 def test_ray_chunks_carry_the_core_arrow_table(workload: dict[str, Path]) -> None:
     """For Parquet output each graded chunk carries its rows' Arrow table, built in the worker
-    from the core's columns: the table Arrow's JSON reader makes of the chunk's rows."""
+    from the core's columns: the table Arrow's JSON reader makes of the chunk's rows (as JSONL
+    output has them; with the table, the JSONL rows are only those the summary samples)."""
     files = resolve_inputs([str(workload["jsonl"])], "auto")
     payload = suite_bytes(workload["suite"])
     dataset = ray_engine.read_results(files, payload, chunk_size=64, arrow=True)
     records = [record for batch in ray_engine._batches(dataset) for record in batch.to_pylist()]
     assert records[-1]["traces"] == 601  # the run's traces after the last chunk
-    for record in records:
+    plain = ray_engine.read_results(files, payload, chunk_size=64)
+    jsonl = [record for batch in ray_engine._batches(plain) for record in batch.to_pylist()]
+    assert all(record_table(r) is None for r in jsonl)
+    assert len(records) == len(jsonl)
+    for record, rows in zip(records, jsonl, strict=True):
         table = record_table(record)
         assert table is not None
-        assert table.equals(arrow_table_from_jsonl(record["rows"], record["longest_row"]))
-    plain = ray_engine.read_results(files, payload, chunk_size=64)
-    assert all(record_table(r) is None for b in ray_engine._batches(plain) for r in b.to_pylist())
+        assert table.equals(arrow_table_from_jsonl(rows["rows"], rows["longest_row"]))
+        assert len(record["rows"]) < len(rows["rows"])

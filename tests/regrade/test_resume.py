@@ -10,9 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import regrade_workload
-from trajgrade.regrade import read_rows, regrade
+from trajgrade.regrade import pipeline, read_rows, regrade
+from trajgrade.regrade.resume import RunState
+from trajgrade.regrade.source import Position
+from trajgrade.regrade.summary import Summary
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,8 @@ def test_resume_after_interrupt(big: dict[str, Path], tmp_path: Path, signum: in
 
 
 def _crash_after_commits(big: dict[str, Path], out: Path, n: int, *, chunk_size: int) -> None:
-    """A regrade toward `out` interrupted (KeyboardInterrupt) right after its n-th commit."""
+    """A regrade toward `out` interrupted (KeyboardInterrupt) right after its n-th commit (one
+    commit a chunk: none grouped)."""
     commits: list[int] = []
 
     def crash(traces: int) -> None:
@@ -84,7 +89,8 @@ def _crash_after_commits(big: dict[str, Path], out: Path, n: int, *, chunk_size:
         if len(commits) == n:
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(pipeline, "COMMIT_SECONDS", 0.0)
         regrade([str(big["traces"])], big["suite"], str(out), chunk_size=chunk_size,
                 on_commit=crash)  # fmt: skip
 
@@ -94,7 +100,7 @@ def test_orphan_part_after_crash_is_regraded(big: dict[str, Path], tmp_path: Pat
     out = tmp_path / "results.parquet"
     _crash_after_commits(big, out, 3, chunk_size=1000)
     parts = out.with_name(out.name + ".parts")
-    (parts / "part-000003.parquet").write_bytes(b"half-written garbage")
+    (parts / "part-000003.arrow").write_bytes(b"half-written garbage")
     summary = regrade([str(big["traces"])], big["suite"], str(out), chunk_size=700, resume=True)
     assert summary.traces == 6000
     rows = list(read_rows(str(out)))
@@ -116,3 +122,54 @@ def test_uncommitted_rows_after_crash_are_regraded(big: dict[str, Path], tmp_pat
     assert summary.traces == 6000
     assert out.read_bytes() == big["reference"].read_bytes()
     assert not rows.parent.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_grouped_commits_and_a_crash_mid_group_write_the_same_bytes(
+    big: dict[str, Path], tmp_path: Path, fmt: str
+) -> None:
+    """Chunks committed several at a time, with a crash after rows appended but not committed,
+    give the same output as one commit a chunk: the uncommitted rows are dropped on resume and
+    the Parquet output is rebuilt from the committed parts with the same row groups."""
+    lines = big["reference"].read_bytes().splitlines(keepends=True)
+    chunks = [b"".join(lines[i : i + 500]) for i in range(0, len(lines), 500)]
+    longest = max(len(line) for line in lines)
+    identity = {"inputs": [], "suite_id": "s", "output_format": fmt}
+
+    def append(state: RunState, index: int) -> None:
+        state.append(chunks[index], longest_row=longest, table=None)
+
+    def position(index: int) -> Position:
+        return Position(0, index + 1, 500 * (index + 1))
+
+    single = tmp_path / f"single.{fmt}"
+    state = RunState.open(single, fmt, identity, resume=False)
+    for index in range(len(chunks)):
+        append(state, index)
+        state.commit(position(index), Summary())
+    state.finish()
+
+    grouped = tmp_path / f"grouped.{fmt}"
+    state = RunState.open(grouped, fmt, identity, resume=False)
+    for index in range(3):
+        append(state, index)
+    state.commit(position(2), Summary())
+    append(state, 3)
+    append(state, 4)
+    state.commit(position(4), Summary())
+    append(state, 5)  # appended, never committed: the crash
+    state.close()
+    state = RunState.open(grouped, fmt, identity, resume=True)
+    assert (state.chunks, state.position) == (2, position(4))
+    for index in range(5, len(chunks)):
+        append(state, index)
+        if index % 3 == 0:
+            state.commit(position(index), Summary())
+    state.commit(position(len(chunks) - 1), Summary())
+    state.finish()
+    assert grouped.read_bytes() == single.read_bytes()
+    if fmt == "parquet":
+        assert pq.ParquetFile(grouped).metadata.num_row_groups == len(chunks)
+        assert pq.read_table(grouped).num_rows == len(lines)
+    else:
+        assert grouped.read_bytes() == big["reference"].read_bytes()

@@ -158,7 +158,10 @@ def test_core_arrow_columns_equal_the_json_reader(chunk: int, tmp_path: Path) ->
         assert block.columns is not None
         table = arrow_table_from_columns(block.items, block.columns)
         table.validate(full=True)
-        expected = arrow_table_from_jsonl(block.rows, block.longest_row)
+        plain = _core.outcome_block("s1", items[start : start + chunk], 0)
+        expected = arrow_table_from_jsonl(plain.rows, plain.longest_row)
+        # With the columns, the JSONL rows are the marked (error) rows only.
+        assert block.rows == b"".join(plain.rows[m.row_start : m.row_end] for m in plain.marks)
         assert table.schema.equals(arrow_schema(), check_metadata=True)
         assert table.equals(expected)
     pq.write_table(table, tmp_path / "core.parquet")

@@ -6,11 +6,12 @@ are the production entry points; `trajgrade._core.bench` holds those only benchm
 call.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, final
 
 from trajgrade._core import bench as bench
 from trajgrade.v1.result_pb2 import GradeResult
+from typing_extensions import Buffer
 
 __all__ = [
     "BlockMark",
@@ -235,7 +236,7 @@ class Grader:
     def grade_jsonl_block(
         self,
         suite: CompiledSuite,
-        data: bytes,
+        data: Buffer,
         start: int,
         end: int,
         max_failing: int,
@@ -252,7 +253,7 @@ class Grader:
         self,
         suite: CompiledSuite,
         rows: int,
-        columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+        columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
         max_failing: int,
         source: str,
         first: int = 1,
@@ -280,7 +281,8 @@ class JsonlBlock:
     """Grader.grade_jsonl_block's result: rows, counts of graded and error rows, marked rows."""
 
     @property
-    def rows(self) -> bytes: ...
+    def rows(self) -> bytes:
+        """Every row; with arrow=True only the marked rows (the columns hold them all)."""
     @property
     def items(self) -> int: ...
     @property
@@ -315,8 +317,9 @@ def outcome_block(
     message)`, in input order → their regrade rows, counts and marks, as a block entry point
     gives them."""
 
-def split_jsonl(data: bytes, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
-    """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces."""
+def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
+    """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
+    (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""
 
 def encode_trace_dict(trace: object) -> bytes | None:
     """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic

@@ -2,7 +2,10 @@
 package (docs/internals/core-api.md). Each grades on the grader that compiled `suite`, with the
 GIL released."""
 
+from collections.abc import Mapping
+
 from trajgrade._core import CancelToken, CompiledSuite
+from typing_extensions import Buffer
 
 __all__ = [
     "decode_only",
@@ -27,7 +30,7 @@ def grade_json_traces_to_json(suite: CompiledSuite, lines: list[bytes]) -> list[
 def grade_arrow_traces_to_json(
     suite: CompiledSuite,
     rows: int,
-    columns: dict[str, tuple[int, int, bytes | None, bytes | None, bytes | None, bool]],
+    columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
 ) -> list[bytes]:
     """Arrow buffers of native trace rows → regrade JSONL rows; bad buffers: ValueError."""
 

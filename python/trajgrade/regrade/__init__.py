@@ -101,31 +101,35 @@ def regrade(
         backend.close()
         assert state.summary is not None
         return state.summary
-    if engine == "ray":
-        from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415  (optional dependency)
+    try:
+        if engine == "ray":
+            from trajgrade.regrade import ray as ray_engine  # noqa: PLC0415  (optional dependency)
 
-        backend.close()
-        ray_engine.init()
-        summary = ray_engine.run(
-            files,
-            payload,
-            state,
-            chunk_size=chunk_size,
-            threads=threads or 1,
-            console=console or Console(stderr=True),
-            show_progress=show_progress,
-            on_commit=on_commit,
-        )
-    else:
-        summary = run_pipeline(
-            files,
-            backend,
-            state,
-            chunk_size=chunk_size,
-            console=console or Console(stderr=True),
-            show_progress=show_progress,
-            on_commit=on_commit,
-        )
+            backend.close()
+            ray_engine.init()
+            summary = ray_engine.run(
+                files,
+                payload,
+                state,
+                chunk_size=chunk_size,
+                threads=threads or 1,
+                console=console or Console(stderr=True),
+                show_progress=show_progress,
+                on_commit=on_commit,
+            )
+        else:
+            summary = run_pipeline(
+                files,
+                backend,
+                state,
+                chunk_size=chunk_size,
+                console=console or Console(stderr=True),
+                show_progress=show_progress,
+                on_commit=on_commit,
+            )
+    except BaseException:
+        state.close()  # the run stops here: its files are released, not left to the GC
+        raise
     state.summary = summary
     state.finish()
     return summary

@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 
 _COLUMNS = frozenset({"id", "final_answer", "metadata", *STRUCT_LISTS})
 
-Buffers = tuple[int, int, bytes | None, bytes | None, bytes | None, bool]
+Buffers = tuple[int, int, memoryview | None, memoryview | None, memoryview | None, bool]
+
+
+def _view(buffer: pa.Buffer | None) -> memoryview | None:
+    """An Arrow buffer as the core takes it, unsigned bytes in place (no copy; Arrow exports
+    signed bytes, format "b")."""
+    return None if buffer is None else memoryview(buffer).cast("B")
 
 
 def _compact(arr: Any) -> Any:
@@ -47,7 +53,7 @@ def _buffers(arr: Any) -> Buffers:
 
     t = arr.type
     bufs = arr.buffers()
-    validity = bufs[0].to_pybytes() if arr.null_count and bufs[0] is not None else None
+    validity = _view(bufs[0]) if arr.null_count else None
     if is_string(t):
         offsets, values = bufs[1], bufs[2]
         large = pa.types.is_large_string(t)
@@ -60,8 +66,8 @@ def _buffers(arr: Any) -> Buffers:
         len(arr),
         arr.offset,
         validity,
-        offsets.to_pybytes() if offsets is not None else None,
-        values.to_pybytes() if values is not None else None,
+        _view(offsets),
+        _view(values),
         large,
     )
 

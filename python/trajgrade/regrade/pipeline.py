@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -28,6 +29,10 @@ from trajgrade.regrade.summary import Summary
 # Chunks waiting between stages. With the stage that holds one, memory is about
 # (2 * QUEUE_DEPTH + 3) chunks whatever the input size.
 QUEUE_DEPTH = 2
+# Graded chunks are committed (fsynced) when no other is waiting, else at least this often:
+# while commits are the slow stage their fsyncs are paid per group, not per chunk, and a crash
+# loses at most this much grading.
+COMMIT_SECONDS = 1.0
 T = TypeVar("T")
 
 
@@ -168,6 +173,14 @@ class RunProgress:
             self._bar.update(self._task, completed=self._total)
 
 
+def _commit(
+    state: RunState, end: Position, summary: Summary, on_commit: Callable[[int], None] | None
+) -> None:
+    state.commit(end, summary)
+    if on_commit is not None:
+        on_commit(summary.traces)
+
+
 def run_pipeline(
     files: Sequence[InputFile],
     backend: Backend,
@@ -209,6 +222,8 @@ def run_pipeline(
         grader.start()
         try:
             graded_chunks: Iterator[Chunk] = _drain(graded_q, stop)
+            end: Position | None = None  # the last chunk appended but not committed
+            committed_at = time.monotonic()
             for chunk in graded_chunks:
                 graded = chunk.graded
                 assert graded is not None
@@ -216,14 +231,16 @@ def run_pipeline(
                 table = None
                 if graded.columns is not None:
                     table = arrow_table_from_columns(graded.items, graded.columns)
-                state.commit(
-                    graded.rows, chunk.end, summary, longest_row=graded.longest_row, table=table
-                )
+                state.append(graded.rows, longest_row=graded.longest_row, table=table)
+                end = chunk.end
                 if summary.sample_full:
                     backend.max_failing = 0
                 progress.advance(chunk.bytes_read)
-                if on_commit is not None:
-                    on_commit(summary.traces)
+                if graded_q.empty() or time.monotonic() - committed_at >= COMMIT_SECONDS:
+                    _commit(state, end, summary, on_commit)
+                    end, committed_at = None, time.monotonic()
+            if end is not None:
+                _commit(state, end, summary, on_commit)
             progress.done()
         finally:
             stop.set()

@@ -122,10 +122,10 @@ def run(
             for record in batch.to_pylist():
                 add_record(summary, record)
                 position = Position(record["file"], record["offset"], record["traces"])
-                state.commit(
-                    record["rows"], position, summary, longest_row=record["longest_row"],
-                    table=record_table(record),
-                )  # fmt: skip
+                state.append(
+                    record["rows"], longest_row=record["longest_row"], table=record_table(record)
+                )
+                state.commit(position, summary)
                 progress.advance(record["bytes_read"])
                 if on_commit is not None:
                     on_commit(summary.traces)

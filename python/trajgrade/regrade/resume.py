@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from trajgrade.regrade.output import concatenate, write_part
+from trajgrade.regrade.output import (
+    ParquetOutput,
+    PartWriter,
+    arrow_table_from_jsonl,
+    part_tables,
+)
 from trajgrade.regrade.source import Position
 from trajgrade.regrade.summary import Summary
 
@@ -20,9 +26,11 @@ MANIFEST = "manifest.json"
 # JSONL output: the committed rows, appended chunk by chunk and renamed onto the output at
 # the end (no copy); the manifest records how many of its bytes are committed.
 ROWS = "rows.jsonl"
-# Parquet output: the parts assembled, waiting to be renamed onto the output.
+# Parquet output: the output written chunk by chunk (a row group each), renamed onto the
+# output at the end.
 ASSEMBLED = "output.parquet"
-VERSION = 2
+# 3: Parquet output's parts are Arrow IPC files.
+VERSION = 3
 
 
 class ResumeError(Exception):
@@ -55,17 +63,22 @@ def _replace_json(path: Path, data: dict[str, Any]) -> None:
 
 @dataclass
 class RunState:
-    """The committed prefix of a run.
+    """The committed prefix of a run. Graded chunks are appended (append()) and then committed,
+    one or several at a time (commit(): the caller groups chunks when they come faster than
+    fsyncs, so a commit's fsyncs are not paid per chunk); `chunks` counts the commits.
 
-    JSONL output: chunk rows are appended to one rows file and fsynced; then the manifest is
-    rewritten (temp, fsync, rename) with the rows file's committed length, chunks = k + 1, the
-    reader position and the summary. A crash between the two leaves rows past that length,
-    which the next --resume truncates away and regrades. At the end the rows file is renamed
-    onto the output.
-    Parquet output: chunk k is in part k iff the manifest lists k chunks; part k is written to
-    a temp file, fsynced and renamed before the manifest is rewritten, and a crash between the
-    two leaves an orphan part k that --resume deletes. At the end the parts are assembled into
-    a temp file renamed onto the output.
+    JSONL output: chunk rows are appended to one rows file; a commit fsyncs it, then rewrites
+    the manifest (temp, fsync, rename) with the rows file's committed length, chunks = k + 1,
+    the reader position and the summary. A crash before the manifest leaves rows past that
+    length, which the next --resume truncates away and regrades. At the end the rows file is
+    renamed onto the output.
+    Parquet output: each chunk is appended as a row group to the output file in the run
+    directory, which has no footer (is not readable) until the end, so the chunks of commit k
+    are also kept durably in part k (Arrow IPC): part k is written to a temp file, fsynced and
+    renamed before the manifest is rewritten with chunks = k + 1, and a crash between the two
+    leaves an orphan part k (or its temp file) that --resume deletes. --resume rewrites the
+    output file from the committed parts (the only time a part is read) and appends from
+    there. At the end the output file is closed (footer, fsync).
     Either way the output is the previous file or the complete new one, never half written.
 
     The finish is crash-safe at every step (finish()): the complete output is staged in the
@@ -84,13 +97,16 @@ class RunState:
     summary: Summary | None = None
     rows_bytes: int = 0
     finished: bool = False  # the output is complete: nothing is left to grade
+    _parquet: ParquetOutput | None = field(default=None, repr=False, compare=False)
+    _part: PartWriter | None = field(default=None, repr=False, compare=False)  # uncommitted
+    _rows: BinaryIO | None = field(default=None, repr=False, compare=False)  # JSONL rows file
 
     @property
     def directory(self) -> Path:
         return parts_dir(self.out)
 
     def part(self, index: int) -> Path:
-        return self.directory / f"part-{index:06d}.{self.fmt}"
+        return self.directory / f"part-{index:06d}.arrow"
 
     @classmethod
     def open(cls, out: Path, fmt: str, identity: dict[str, Any], *, resume: bool) -> RunState:
@@ -148,35 +164,63 @@ class RunState:
     def rows_path(self) -> Path:
         return self.directory / ROWS
 
-    def commit(
-        self,
-        rows: bytes,
-        position: Position,
-        summary: Summary,
-        *,
-        longest_row: int,
-        table: pa.Table | None = None,
-    ) -> None:
-        """Make one more chunk's rows (the core's JSONL rows, the longest `longest_row` bytes,
-        and for Parquet output its Arrow table of them when it has one) durable, then advance
-        the manifest past it."""
-        index = self.chunks
+    def append(self, rows: bytes, *, longest_row: int, table: pa.Table | None = None) -> None:
+        """Write one more graded chunk's rows (the core's JSONL rows, the longest `longest_row`
+        bytes, and for Parquet output its Arrow table of them when it has one), not yet
+        durable: the next commit() makes them so."""
         if self.fmt == "jsonl":
-            with self.rows_path.open("r+b") as handle:
-                handle.seek(self.rows_bytes)
-                handle.write(rows)
-                handle.flush()
-                os.fsync(handle.fileno())
-                self.rows_bytes = handle.tell()
+            if self._rows is None:
+                self._rows = self.rows_path.open("r+b")
+                self._rows.seek(self.rows_bytes)
+            self._rows.write(rows)
+            return
+        if table is None:
+            table = arrow_table_from_jsonl(rows, longest_row)
+        if any(column.num_chunks > 1 for column in table.columns):
+            table = table.combine_chunks()  # one batch: part_tables gives the same row group back
+        output = self._parquet_output()  # rebuilt from the committed parts before any new row
+        if self._part is None:
+            self._part = PartWriter(self._part_tmp(self.chunks))
+        self._part.write(table)
+        output.write(table)
+
+    def commit(self, position: Position, summary: Summary) -> None:
+        """Make the rows appended since the last commit durable, then advance the manifest past
+        them (to `position`, with `summary` counting every row up to it)."""
+        if self.fmt == "jsonl":
+            if self._rows is not None:
+                self._rows.flush()
+                os.fsync(self._rows.fileno())
+                self.rows_bytes = self._rows.tell()
         else:
-            final = self.part(index)
-            tmp = final.with_name(final.name + ".tmp")
-            write_part(tmp, rows, longest_row, table)
-            os.replace(tmp, final)
-        self.chunks = index + 1
+            if self._part is None:  # nothing appended: an empty part keeps parts = commits
+                self._part = PartWriter(self._part_tmp(self.chunks))
+            self._part.close()
+            self._part = None
+            os.replace(self._part_tmp(self.chunks), self.part(self.chunks))
+        self.chunks += 1
         self.position = position
         self.summary = summary
         self._write_manifest()
+
+    def _part_tmp(self, index: int) -> Path:
+        final = self.part(index)
+        return final.with_name(final.name + ".tmp")
+
+    def close(self) -> None:
+        """Release the open files (the run ended, finished or not). An unfinished Parquet
+        output is closed too (a run that goes on rewrites it), not left to the garbage
+        collector, which would close it whenever it runs, even into a file rebuilt by then."""
+        if self._parquet is not None:
+            self._parquet.close()
+            self._parquet = None
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
+        if self._part is not None:
+            with suppress(OSError):
+                self._part.close()
+            self._part = None
 
     def _write_manifest(self) -> None:
         assert self.summary is not None
@@ -191,6 +235,16 @@ class RunState:
                 "finished": self.finished,
             },
         )
+
+    def _parquet_output(self) -> ParquetOutput:
+        """The Parquet output being written, opened on first use with the committed chunks
+        (rewritten from their parts after a resume)."""
+        if self._parquet is None:
+            self._parquet = ParquetOutput(self.staged_path)
+            for index in range(self.chunks):
+                for table in part_tables(self.part(index)):
+                    self._parquet.write(table)
+        return self._parquet
 
     @property
     def staged_path(self) -> Path:
@@ -207,7 +261,9 @@ class RunState:
         staged = self.staged_path
         if not self.finished:
             if self.fmt == "parquet":  # JSONL: every row is committed in the rows file already
-                concatenate((self.part(i) for i in range(self.chunks)), staged)
+                self._parquet_output().close()
+                self._parquet = None
+            self.close()
             if self.summary is None:  # no chunk at all (empty inputs)
                 self.summary = Summary()
             self.finished = True
@@ -246,6 +302,6 @@ def _finished(manifest: Path) -> bool:
 def _committed(path: Path, chunks: int) -> bool:
     stem = path.name.split(".", 1)[0]
     try:
-        return path.name.endswith((".jsonl", ".parquet")) and int(stem[5:]) < chunks
+        return path.name.endswith(".arrow") and int(stem[5:]) < chunks
     except ValueError:
         return False

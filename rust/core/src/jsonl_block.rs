@@ -164,7 +164,8 @@ pub struct Mark {
 /// graded rows and of the error rows (by reason code), and marks for the summary's sample.
 #[derive(Debug, Default)]
 pub struct BlockRows {
-    /// Every row, each ending in `\n`.
+    /// Every row, each ending in `\n`; with Arrow columns (Parquet output, which writes those)
+    /// only the marked rows, the ones the caller reads.
     pub rows: String,
     pub items: usize,
     /// Graded rows with verdict `PASS`, and the other graded rows.
@@ -181,6 +182,7 @@ pub struct BlockRows {
     pub marks: Vec<Mark>,
     pub longest_row: usize,
     /// The same rows as Arrow columns, when asked for ([`BlockRows::new`]): Parquet output.
+    /// `rows` then holds only the marked rows, and `longest_row` is the longest of those.
     pub columns: Option<ArrowRows>,
     failing_marks: usize,
 }
@@ -203,12 +205,14 @@ impl BlockRows {
         let start = self.rows.len();
         let mark = match graded {
             Ok(r) => {
-                crate::rows::push_result_row(&mut self.rows, r);
+                let failing = r.verdict != Verdict::Pass as i32 && self.failing_marks < max_failing;
                 if let Some(columns) = &mut self.columns {
                     columns.push_result(r);
                 }
+                if failing || self.columns.is_none() {
+                    crate::rows::push_result_row(&mut self.rows, r);
+                }
                 self.count(r);
-                let failing = r.verdict != Verdict::Pass as i32 && self.failing_marks < max_failing;
                 self.failing_marks += usize::from(failing);
                 failing.then_some(false)
             }

@@ -13,6 +13,7 @@ use trajgrade_core::jsonl_block::{Origin, Unit};
 use trajgrade_core::work::CancelFlag;
 use trajgrade_core::{CompiledSuite, Grader, Limits};
 
+use crate::data::Data;
 use crate::detach::run_detached;
 use crate::dict_trace::Chunk;
 use crate::errors::{internal_error, to_exception, PyCoreError};
@@ -403,8 +404,7 @@ fn outcome_value(outcome: &[u8]) -> (u64, Range<usize>) {
 }
 
 /// One Arrow array: length, offset, validity bitmap, offsets, values, 64-bit offsets.
-pub(crate) type ColumnBuffers =
-    (usize, usize, Option<PyBackedBytes>, Option<PyBackedBytes>, Option<PyBackedBytes>, bool);
+pub(crate) type ColumnBuffers = (usize, usize, Option<Data>, Option<Data>, Option<Data>, bool);
 
 const ARROW_COLUMNS: [&str; 28] = [
     "id",
@@ -647,7 +647,7 @@ impl PyGrader {
         &self,
         py: Python<'_>,
         suite: &Bound<'_, PyCompiledSuite>,
-        data: PyBackedBytes,
+        data: Data,
         start: usize,
         end: usize,
         max_failing: usize,

@@ -7,6 +7,7 @@ use pyo3::types::{PyBytes, PyDict};
 use trajgrade_core::arrow_rows::{ArrowRows, Bitmap, Offsets, Utf8};
 use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
+use crate::data::Data;
 use crate::detach::run_detached;
 
 /// A row of a block the caller looks at: an error row, or one of the first failing rows.
@@ -175,7 +176,7 @@ impl PyJsonlBlock {
 #[pyfunction]
 pub fn split_jsonl(
     py: Python<'_>,
-    data: PyBackedBytes,
+    data: Data,
     start: usize,
     max_items: usize,
     at_eof: bool,

@@ -2,6 +2,7 @@
 //! The production entry points; `_core.bench` (bench.rs) holds those only benchmarks and tests
 //! call.
 mod bench;
+mod data;
 mod detach;
 mod dict_trace;
 mod errors;

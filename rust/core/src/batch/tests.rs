@@ -490,10 +490,31 @@ fn a_block_is_its_lines_rows_joined_and_counted() {
         })
         .collect();
     let origin = Origin { source: "t.jsonl", unit: Unit::Line, first: 12 };
-    let block = g.grade_jsonl_block(&compiled, &data, &origin, 5, true);
-    let columns = block.columns.as_ref().expect("asked for");
+    let block = g.grade_jsonl_block(&compiled, &data, &origin, 5, false);
+    assert!(block.columns.is_none());
+    // With Arrow columns, the same counts and marks; the rows written are the marked ones only.
+    let arrowed = g.grade_jsonl_block(&compiled, &data, &origin, 5, true);
+    let columns = arrowed.columns.as_ref().expect("asked for");
     let errors = columns.error.len - columns.error.nulls;
     assert_eq!((columns.rows, errors as u64), (block.items, block.errors));
+    assert_eq!(
+        (arrowed.items, arrowed.passed, arrowed.failed),
+        (block.items, block.passed, block.failed)
+    );
+    assert_eq!(
+        arrowed.marks.iter().map(|m| m.item).collect::<Vec<_>>(),
+        block.marks.iter().map(|m| m.item).collect::<Vec<_>>()
+    );
+    // Only error and failing rows are written (each run of the pool marks up to max_failing
+    // failing rows; the merge keeps the first max_failing marks).
+    let written: Vec<&str> = arrowed.rows.split_inclusive('\n').collect();
+    assert!(written.len() < block.items, "{} rows written", written.len());
+    assert!(written.iter().all(|r| !r.contains("\"verdict\":\"VERDICT_PASS\"")));
+    let no_sample = g.grade_jsonl_block(&compiled, &data, &origin, 0, true);
+    assert_eq!(no_sample.rows.split_inclusive('\n').count() as u64, block.errors);
+    for m in &arrowed.marks {
+        assert_eq!(arrowed.rows.as_bytes()[m.row.clone()], rows[m.item][..]);
+    }
     for (i, (got, want)) in block.rows.split_inclusive('\n').zip(&rows).enumerate() {
         assert_eq!(got.as_bytes(), &want[..], "row {i}: {:?}", String::from_utf8_lossy(refs[i]));
     }
