@@ -63,3 +63,34 @@ async def test_continue_and_filters(make_live: LiveFactory, spans_file: Path) ->
     await only_strict.wait(1)
     assert {item.suite_id for item in everything.items} == {strict, weather}
     assert [item.suite_id for item in only_strict.items] == [strict]
+
+
+BY_OPERATION = """\
+routes:
+  - match: {gen_ai.operation.name: "execute_tool"}
+    suites: [weather.yaml]
+"""
+
+
+async def test_a_reload_with_new_keys_routes_the_runs_already_open(
+    make_live: LiveFactory, spans_file: Path
+) -> None:
+    """Routes reloaded with a key the old ones never matched on: a run whose tool spans came
+    before the reload (their attributes read then for the old keys only) is routed by them,
+    read again from the spans' bytes, when it completes after it."""
+    live = await make_live(routes=STRICT_ONLY)
+    watch = await live.watch()
+    run = next(iter(by_trace(span_items(spans_file)).values()))
+    await live.export(export_request([item for item in run if item.span.parent_span_id]))
+    assert live.server.live.assembler.open_runs == 1
+    live.routes.write_text(BY_OPERATION, encoding="utf-8")
+    await eventually(
+        lambda: live.metric("trajgrade_live_routes_reloads_total", result="ok") == 2,
+        what="the reload",
+    )
+    # Only the tool spans, sent before the reload, say execute_tool; the root says invoke_agent.
+    await live.export(export_request([item for item in run if not item.span.parent_span_id]))
+    await watch.wait(1)
+    weather = live.server.live.routes.current.routes[0].suites[0].suite_id
+    assert [item.suite_id for item in watch.items] == [weather]
+    assert live.metric("trajgrade_live_traces_dropped_total", reason="unrouted") == 0

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
-from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.assembly import (
     BYTES_CAP,
     IDLE_TIMEOUT,
@@ -22,6 +21,7 @@ from trajgrade.live.assembly import (
 )
 from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
 from trajgrade.live.grading import _incoming
+from trajgrade.live.records import LiveSpan
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
 from trajgrade.regrade.diff import diff_files
@@ -56,17 +56,16 @@ def test_otlp_flags_default_env_and_checks() -> None:
 def span(
     trace: str, span_id: str, *, parent: str = "", attrs: dict[str, object] | None = None
 ) -> IncomingSpan:
-    record = SpanRecord(
+    record = LiveSpan(
         trace_id=trace,
         span_id=span_id,
-        name="s",
+        parent=parent,
         start=1,
-        end=2,
         attrs=dict(attrs or {}),
         resource={"service.name": "svc"},
-        status_code=0,
-        order=0,
-        parent=parent,
+        raw=b"",
+        resource_raw=b"",
+        keys=frozenset(),
     )
     return IncomingSpan(record, size=100)
 

@@ -16,7 +16,6 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
 from trajgrade import _core
 from trajgrade.importers.report import (
@@ -30,30 +29,6 @@ BINARY_SUFFIXES = frozenset({".pb", ".binpb", ".protobuf", ".otlp"})
 # An LLM-reported tool call and an executed-tool span without a shared id are the same call
 # only if the execution starts within this window after the model's response.
 DEFAULT_DEDUPE_WINDOW_S = 300.0
-# A span's key: (trace id, span id). Span ids are unique per trace, not across traces.
-SpanKey = tuple[str, str]
-
-
-@dataclass(slots=True)  # one per span received live: no per-instance dict
-class _Span:
-    trace_id: str
-    span_id: str
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    resource: dict[str, Any]
-    status_code: int
-    order: int
-    parent: str = ""
-    kind: int = 0
-    # The span's and its resource's protobuf bytes: what the core's mapping reads.
-    raw: bytes = b""
-    resource_raw: bytes = b""
-
-    @property
-    def key(self) -> SpanKey:
-        return (self.trace_id, self.span_id)
 
 
 @dataclass(slots=True)
@@ -68,8 +43,7 @@ class _Event:
     raw: bytes = b""
 
 
-# The records the mapping reads (decoded once, on arrival, by the live receiver).
-SpanRecord = _Span
+# The log events the live receiver holds until their run completes (the core maps `raw`).
 EventRecord = _Event
 
 
@@ -292,23 +266,6 @@ def _map_bytes(
     for reason, count, examples in unmapped:
         report.merge(reason, count, examples)
     return iter([trace_pb2.Trace.FromString(trace) for trace in out])
-
-
-def span_record(span: OtlpSpan, resource: dict[str, Any], order: int) -> SpanRecord:
-    """One OTLP span as the mapping reads it (`order`: its place in arrival order)."""
-    return _Span(
-        trace_id=span.trace_id.hex(),
-        span_id=span.span_id.hex(),
-        name=span.name,
-        start=span.start_time_unix_nano,
-        end=span.end_time_unix_nano or span.start_time_unix_nano,
-        attrs=attributes(span.attributes),
-        resource=resource,
-        status_code=span.status.code,
-        order=order,
-        parent=span.parent_span_id.hex(),
-        kind=span.kind,
-    )
 
 
 def event_records(

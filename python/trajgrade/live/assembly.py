@@ -12,8 +12,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trajgrade.importers.otlp import EventRecord, SpanRecord
+from trajgrade.importers.otlp import EventRecord
 from trajgrade.live.graded import GradedIds
+from trajgrade.live.records import LiveSpan
 
 # Why a run was taken as complete. Only SETTLED and END_MARKER are whole runs.
 SETTLED = "settled"
@@ -59,7 +60,7 @@ _IS_REMOTE = 0x200
 class IncomingSpan:
     """One received span: its record for the mapping, and what assembly reads of it."""
 
-    record: SpanRecord
+    record: LiveSpan
     size: int
     ends_run: bool = False
     flags: int = 0
@@ -78,7 +79,7 @@ class Run:
     key: str
     first_seen: float
     last_seen: float
-    spans: list[SpanRecord] = field(default_factory=list)
+    spans: list[LiveSpan] = field(default_factory=list)
     events: list[EventRecord] = field(default_factory=list)
     seen: set[tuple[str, str]] = field(default_factory=set)
     trace_ids: list[str] = field(default_factory=list)

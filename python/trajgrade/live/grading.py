@@ -30,11 +30,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 
 from trajgrade import _core
 from trajgrade.importers import otlp
-from trajgrade.importers.otlp import EventRecord, SpanRecord
+from trajgrade.importers.otlp import EventRecord
 from trajgrade.importers.report import ImportReport
 from trajgrade.live import early
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
+from trajgrade.live.records import LiveSpan, picked
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
@@ -813,6 +814,7 @@ def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
     in the core: ids, flags, the end-of-run marker, the bytes the core maps at completion, and
     of the attributes only `keys` (routing, grouping, the service name)."""
     resources, heads = _core.otlp_spans(request, keys)
+    taken = frozenset(keys)
     # One dict per resource, shared by its spans (routes read each resource once).
     held = [(raw, _keyed(keyed, raw, Resource, keys)) for raw, keyed in resources]
     out = []
@@ -820,8 +822,8 @@ def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
         resource_raw, resource = held[index]
         attrs = _keyed(keyed, raw, OtlpSpan, keys)
         # Positional (the fields' order): a few microseconds a span fewer than keywords.
-        record = SpanRecord(
-            trace_id, span_id, "", start, start, attrs, resource, 0, 0, parent, 0, raw, resource_raw
+        record = LiveSpan(
+            trace_id, span_id, parent, start, attrs, resource, raw, resource_raw, taken
         )
         out.append(IncomingSpan(record, size, ends, flags))
     return out
@@ -834,12 +836,11 @@ def _keyed(
     conversion of the attributes, decoded here (rare: routing keys are strings)."""
     if keyed is not None:
         return dict(keyed)
-    attrs = otlp.attributes(message.FromString(raw).attributes)
-    return {key: attrs[key] for key in keys if key in attrs}
+    return picked(message.FromString(raw).attributes, keys)
 
 
 def _parts(
-    spans: list[SpanRecord], events: list[EventRecord]
+    spans: list[LiveSpan], events: list[EventRecord]
 ) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
     events' bytes, in arrival order (the order the mapping keeps for ties)."""
@@ -852,7 +853,7 @@ def _parts(
     )
 
 
-def _order(record: SpanRecord | EventRecord) -> int:
+def _order(record: LiveSpan | EventRecord) -> int:
     return record.order
 
 

@@ -32,8 +32,8 @@ from typing import Any
 import yaml
 
 from trajgrade import _core
-from trajgrade.importers.otlp import SpanRecord
 from trajgrade.live.early import EarlySuite, early_suite
+from trajgrade.live.records import LiveSpan, with_keys
 from trajgrade.suite_formats import SuiteFormatError
 from trajgrade.suites import load_suites
 
@@ -91,12 +91,15 @@ class Routes:
             ref.suite_id for route in self.routes for ref in route.suites if ref.compiled is None
         )
 
-    @property
+    @functools.cached_property
     def keys(self) -> frozenset[str]:
+        """The attributes the routes match on (one set per load)."""
         return frozenset(key for route in self.routes for key, _ in route.match)
 
-    def suites_for(self, spans: Iterable[SpanRecord]) -> list[SuiteRef]:
-        """The suites of the matching routes (each once, in route order)."""
+    def suites_for(self, spans: list[LiveSpan]) -> list[SuiteRef]:
+        """The suites of the matching routes (each once, in route order). Spans taken in
+        before a reload that added keys get those keys read first."""
+        with_keys(spans, self.keys)
         values = attribute_values(spans, self.keys)
         out: list[SuiteRef] = []
         for route in self.routes:
@@ -114,7 +117,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def attribute_values(spans: Iterable[SpanRecord], keys: frozenset[str]) -> dict[str, set[str]]:
+def attribute_values(spans: Iterable[LiveSpan], keys: frozenset[str]) -> dict[str, set[str]]:
     """Every value each key takes on the spans (span attributes and their resources)."""
     values: dict[str, set[str]] = {key: set() for key in keys}
     if not keys:
