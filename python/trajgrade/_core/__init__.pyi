@@ -37,6 +37,7 @@ __all__ = [
     "otlp_spans",
     "outcome_block",
     "split_jsonl",
+    "jsonl_traces",
 ]
 
 __version__: str
@@ -320,6 +321,13 @@ def outcome_block(
 def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
     (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""
+
+def jsonl_traces(
+    data: Buffer, start: int, end: int, source: str, first: int, unit: str
+) -> list[bytes | tuple[str, str, str]]:
+    """The whole native JSONL lines data[start:end] as `Trace` bytes for a server, in line order
+    (blank lines skipped); a line that is not a trace as `(trace_id, field, message)`, worded
+    as the local engine's error row (`source:line N`; the core decoder's message)."""
 
 def encode_trace_dict(trace: object) -> bytes | None:
     """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic

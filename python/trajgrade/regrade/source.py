@@ -16,8 +16,6 @@ from trajgrade.regrade import arrowcols
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.tracejson import (
     TraceJsonError,
-    peek_trace_id,
-    trace_bytes,
     trace_bytes_from_dict,
 )
 
@@ -265,31 +263,14 @@ def jsonl_chunk_spans(
 def _jsonl(
     file: InputFile, index: int, offset: int, chunk_size: int, traces: int
 ) -> Iterator[tuple[list[bytes | ReadFailure], int, int]]:
-    """(items, end offset, bytes read) per chunk of a native JSONL file."""
-    with open(file.path, "rb") as handle:
-        handle.seek(offset)
-        items: list[bytes | ReadFailure] = []
-        start = offset
-        line_no = 0 if offset == 0 else -1  # line numbers are exact only from the start
-        for line in handle:
-            offset += len(line)
-            if line_no >= 0:
-                line_no += 1
-            if not line.strip():
-                continue
-            try:
-                items.append(trace_bytes(line))
-            except TraceJsonError as exc:
-                where = f"line {line_no}" if line_no > 0 else f"trace {traces + len(items) + 1}"
-                items.append(
-                    ReadFailure(peek_trace_id(line), f"{Path(file.path).name}:{where}", str(exc))
-                )
-            if len(items) >= chunk_size:
-                yield items, offset, offset - start
-                traces += len(items)
-                items, start = [], offset
-        if items:
-            yield items, offset, offset - start
+    """(items, end offset, bytes read) per chunk of a native JSONL file, for a server: the
+    lines decoded and serialized by the core, an unreadable one with the field and message of
+    the local engine's error row for it (`file:line N`, the core decoder's text)."""
+    for chunk in _jsonl_block_chunks(file, index, offset, chunk_size, traces):
+        source, first, unit = chunk.origin()
+        decoded = _core.jsonl_traces(chunk.block, chunk.start, chunk.stop, source, first, unit)
+        items = [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
+        yield items, chunk.end.offset, chunk.bytes_read
 
 
 def _parquet_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ use prost::Message;
 
 use crate::arrow_rows::ArrowRows;
 use crate::proto::v1::{
-    trace_outcome, AssertionStatus, GradeResult, ItemError, Severity, TraceOutcome, Verdict,
+    trace_outcome, AssertionStatus, GradeResult, ItemError, Severity, Trace, TraceOutcome, Verdict,
 };
 
 /// One non-blank line of a block.
@@ -95,6 +95,36 @@ pub struct AssertionCount {
     /// Sum of the results' scores in units of 0.0001 (scores are rounded to 4 places, §13), so
     /// sums are exact and the same in any order.
     pub score_units: u64,
+}
+
+/// A line that does not decode as a `Trace`: what its error row says (`INVALID_TRACE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The line's `id` when it is readable JSON with one, else `""`.
+    pub trace_id: String,
+    /// `origin`'s field of the line (`file:line N`).
+    pub field: String,
+    /// The decoder's message.
+    pub message: String,
+}
+
+/// The block's lines (whole lines, blank ones skipped, as `Grader::grade_jsonl_block` takes
+/// them) as serialized `Trace`s, for a server to grade: each decoded by the decoder that
+/// words the local engine's errors (`serde_json` and the pbjson impls), so an unreadable line
+/// has the field and message of its local error row. The server applies its own limits.
+pub fn traces(data: &[u8], origin: &Origin<'_>) -> Vec<Result<Vec<u8>, Unreadable>> {
+    lines(data)
+        .iter()
+        .enumerate()
+        .map(|(i, line)| match serde_json::from_slice::<Trace>(line.text) {
+            Ok(trace) => Ok(trace.encode_to_vec()),
+            Err(e) => Err(Unreadable {
+                trace_id: crate::rows::lenient_json_id(line.text),
+                field: origin.field(i, line.index),
+                message: e.to_string(),
+            }),
+        })
+        .collect()
 }
 
 /// A score (rounded to 4 places, in [0, 1]) in units of 0.0001.
@@ -385,6 +415,22 @@ mod tests {
         assert_eq!(lines(b"x\n").len(), 1);
         // Only bytes.isspace() bytes are blank: a NUL or a non-ASCII space is a (bad) trace.
         assert_eq!(lines(b"\0\n\xc2\xa0\n").len(), 2);
+    }
+
+    #[test]
+    fn traces_encode_each_line_or_say_why_not_where() {
+        let data = b"{\"id\":\"a\",\"calls\":[{\"name\":\"t\"}]}\n\n{\"id\":\"b\",\"calls\":5}\n[";
+        let origin = Origin { source: "in.jsonl", unit: Unit::Line, first: 10 };
+        let got = traces(data, &origin);
+        assert_eq!(got.len(), 3);
+        let trace = Trace::decode(got[0].as_ref().expect("line 10 is a trace").as_slice());
+        let trace = trace.expect("the bytes are a Trace");
+        assert_eq!((trace.id.as_str(), trace.calls[0].name.as_str()), ("a", "t"));
+        let bad = got[1].as_ref().expect_err("line 12 is not a trace");
+        assert_eq!((bad.trace_id.as_str(), bad.field.as_str()), ("b", "in.jsonl:line 12"));
+        assert!(bad.message.contains("expected a sequence"), "{}", bad.message);
+        let cut = got[2].as_ref().expect_err("line 13 is cut short");
+        assert_eq!((cut.trace_id.as_str(), cut.field.as_str()), ("", "in.jsonl:line 13"));
     }
 
     #[test]

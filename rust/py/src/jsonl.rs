@@ -186,6 +186,38 @@ pub fn split_jsonl(
     Ok((s.consumed, s.items, s.lines))
 }
 
+/// The whole JSON lines `data[start:end]` (native JSONL) as serialized `Trace`s for a server
+/// to grade, in line order (blank lines skipped): each line's `Trace` bytes, or the
+/// `(trace_id, field, message)` of a line that is not one, worded as the local engine's error
+/// row (`source:line N` as `grade_jsonl_block` numbers it; the core decoder's message). The
+/// items `outcome_block` takes beside the server's outcomes.
+#[pyfunction]
+pub fn jsonl_traces(
+    py: Python<'_>,
+    data: Data,
+    start: usize,
+    end: usize,
+    source: String,
+    first: u64,
+    unit: &str,
+) -> PyResult<Vec<Py<PyAny>>> {
+    check_range(data.len(), start, end)?;
+    let unit = origin(&source, unit, first)?.unit;
+    let decoded = run_detached(py, move || {
+        let origin = Origin { source: &source, unit, first };
+        jsonl_block::traces(&data[start..end], &origin)
+    })?;
+    decoded
+        .into_iter()
+        .map(|line| match line {
+            Ok(bytes) => Ok(PyBytes::new(py, &bytes).into_any().unbind()),
+            Err(bad) => {
+                Ok((bad.trace_id, bad.field, bad.message).into_pyobject(py)?.into_any().unbind())
+            }
+        })
+        .collect()
+}
+
 /// A record for `outcome_block`: `TraceOutcome` bytes, or `(trace_id, field, message)` of an
 /// input record the caller could not read as a trace.
 #[derive(FromPyObject)]
