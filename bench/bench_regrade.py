@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import platform
 import resource
@@ -50,7 +51,7 @@ from trajgrade.v1 import trace_pb2
 
 BLOCK = 5000  # traces generated at a time, so writing 1M traces needs little memory
 CHUNK = 2048
-SAMPLE = 50_000  # traces held in memory for the same-format core rows (bounded for 1M runs)
+SAMPLE = 100_000  # traces held in memory for the Parquet yardstick (bounded for 1M runs)
 
 
 def _traces(n: int) -> Iterator[dict[str, Any]]:
@@ -135,13 +136,17 @@ def read_floors(inputs: dict[str, Path], n: int) -> list[Measured]:
 
 @dataclass
 class Sample:
-    """The first min(n, SAMPLE) traces of one size's inputs, held in memory: the JSONL lines
-    as one bytes, and the Parquet batches as iter_batches gives them (as a regrade reads
-    them). The yardsticks are timed on it."""
+    """What the yardsticks grade, in memory: the whole JSONL input mapped (`whole`: the issue's
+    JSONL yardstick is grade_jsonl_block over the whole file's bytes; the pages are the ones a
+    regrade reads, in the page cache), its first min(n, SAMPLE) lines as bytes, and the
+    Parquet batches of those traces as iter_batches gives them (as a regrade reads them; the
+    whole file's batches would not fit beside it)."""
 
     held: int
+    total: int
     data: bytes
     batches: list[pa.RecordBatch]
+    whole: mmap.mmap
 
     @classmethod
     def load(cls, inputs: dict[str, Path], n: int) -> Sample:
@@ -154,16 +159,18 @@ class Sample:
             held += batch.num_rows
         with inputs["jsonl"].open("rb") as file:
             data = b"".join(islice(file, held))
-        return cls(held, data, batches)
+            whole = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)
+        return cls(held, n, data, batches, whole)
 
-    def jsonl_blocks(self, grader: _core.Grader, suite: _core.CompiledSuite) -> list[bytes]:
+    def jsonl_blocks(
+        self, grader: _core.Grader, suite: _core.CompiledSuite, data: bytes | mmap.mmap
+    ) -> list[bytes]:
         """grade_jsonl_block CHUNK lines a call, as a regrade's reader and grading stage do,
         minus the file and the Python: the JSONL yardstick."""
         blocks, at = [], 0
-        while consumed := _core.split_jsonl(self.data, at, CHUNK, True)[0]:
-            blocks.append(
-                grader.grade_jsonl_block(suite, self.data, at, at + consumed, 0, "m").rows
-            )
+        while consumed := _core.split_jsonl(data, at, CHUNK, True)[0]:
+            block = grader.grade_jsonl_block(suite, data, at, at + consumed, 0, "mem")
+            blocks.append(block.rows)
             at += consumed
         return blocks
 
@@ -171,14 +178,14 @@ class Sample:
         """The core over the Arrow batches' buffers: the Parquet yardstick."""
         return [row for b in self.batches for row in regrade_workload.arrow_rows(suite, b) or []]
 
-    def rate(self, fmt: str, grader: _core.Grader, suite: _core.CompiledSuite) -> float:
-        """The yardstick of `fmt`, timed now (traces/s), right before the run it is for."""
+    def seconds(self, fmt: str, grader: _core.Grader, suite: _core.CompiledSuite) -> float:
+        """The yardstick of `fmt` timed now: seconds a trace."""
         started = time.perf_counter()
         if fmt == "jsonl":
-            self.jsonl_blocks(grader, suite)
-        else:
-            self.arrow_rows(suite)
-        return self.held / (time.perf_counter() - started)
+            self.jsonl_blocks(grader, suite, self.whole)
+            return (time.perf_counter() - started) / self.total
+        self.arrow_rows(suite)
+        return (time.perf_counter() - started) / self.held
 
 
 def same_format_core(
@@ -200,7 +207,7 @@ def same_format_core(
     json_seconds = time.perf_counter() - started
     del lines
     started = time.perf_counter()
-    blocks = sample.jsonl_blocks(grader, suite)
+    blocks = sample.jsonl_blocks(grader, suite, sample.data)
     block_seconds = time.perf_counter() - started
     started = time.perf_counter()
     arrow = sample.arrow_rows(suite)
@@ -414,11 +421,12 @@ def main() -> None:
             same[n].append(same_format_core(sample, grader, core_suite))
             for fmt, out_fmt in pairs:
                 out = scratch / f"results-{n}-{fmt}.{out_fmt}"
-                # The yardstick again right before the run: on a shared machine the load moves
-                # within a round, and each ratio should compare neighbours.
-                same_rate = sample.rate(fmt, grader, core_suite)
+                # The yardstick timed right before and right after the run: on a shared machine
+                # the load moves within a round, and each ratio should compare neighbours.
+                before = sample.seconds(fmt, grader, core_suite)
                 result = run_child(inputs[n][fmt], out, suite)
-                result["same_rate"] = same_rate
+                after = sample.seconds(fmt, grader, core_suite)
+                result["same_rate"] = 2 / (before + after)
                 result["load"] = _load()
                 runs.setdefault((fmt, out_fmt, n), []).append(result)
                 out.unlink()
@@ -446,8 +454,9 @@ def main() -> None:
         f"from this run; load average before: {load_before})\n"
         "vs core = traces/s over the core row; vs same-format core = median over the rounds of "
         "the regrade's rate over the core on its input format in memory, timed right before "
-        "it (first "
-        f"min(traces, {SAMPLE:,}) traces); load = 1/5/15-min load average after each round's run",
+        "and after it (JSONL: grade_jsonl_block over the whole file's bytes, mapped; Parquet: "
+        f"the first min(traces, {SAMPLE:,}) traces' batches); the same-format rows below them "
+        "time that sample of both; load = 1/5/15-min load average after each round's run",
         ["run", "traces", "seconds", "traces/s", "vs core", "vs same-format core",
          "peak RSS MiB", "correct", "load"],
         rows,

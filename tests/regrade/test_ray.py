@@ -105,10 +105,12 @@ def test_ray_equals_local(workload: dict[str, Path], tmp_path: Path, source: str
 
 @pytest.mark.usefixtures("local_ray")
 def test_ray_rows_reach_the_disk_as_they_are_graded(
-    workload: dict[str, Path], tmp_path: Path
+    workload: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk is committed when its worker is done: the first rows are on disk (in the
-    run's state, resumable) long before the run ends, and the output appears only at the end."""
+    """Chunks are committed as their workers finish (grouped at most COMMIT_SECONDS apart;
+    with 0, each at once): the first rows are on disk (in the run's state, resumable) long
+    before the run ends, and the output appears only at the end."""
+    monkeypatch.setattr(pipeline, "COMMIT_SECONDS", 0.0)
     out = tmp_path / "ray.jsonl"
     rows = out.with_name(out.name + ".parts") / "rows.jsonl"
     seen: list[tuple[int, int, bool]] = []

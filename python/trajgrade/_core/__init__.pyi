@@ -32,12 +32,12 @@ __all__ = [
     "bench",
     "build_profile",
     "encode_trace_dict",
+    "jsonl_traces",
     "map_otlp",
     "map_otlp_runs",
     "otlp_spans",
     "outcome_block",
     "split_jsonl",
-    "jsonl_traces",
 ]
 
 __version__: str

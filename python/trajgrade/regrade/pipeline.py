@@ -173,7 +173,7 @@ class RunProgress:
             self._bar.update(self._task, completed=self._total)
 
 
-def _commit(
+def commit(
     state: RunState, end: Position, summary: Summary, on_commit: Callable[[int], None] | None
 ) -> None:
     state.commit(end, summary)
@@ -237,10 +237,10 @@ def run_pipeline(
                     backend.max_failing = 0
                 progress.advance(chunk.bytes_read)
                 if graded_q.empty() or time.monotonic() - committed_at >= COMMIT_SECONDS:
-                    _commit(state, end, summary, on_commit)
+                    commit(state, end, summary, on_commit)
                     end, committed_at = None, time.monotonic()
             if end is not None:
-                _commit(state, end, summary, on_commit)
+                commit(state, end, summary, on_commit)
             progress.done()
         finally:
             stop.set()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.console import Console
 
 from trajgrade import _core
+from trajgrade.regrade import pipeline
 from trajgrade.regrade.output import arrow_table_from_jsonl
 from trajgrade.regrade.pipeline import RunProgress
 from trajgrade.regrade.raysource import (
@@ -118,17 +119,23 @@ def run(
         arrow=state.fmt == "parquet",
     )  # fmt: skip
     with RunProgress(console, show_progress, files, state.position, summary) as progress:
+        end: Position | None = None  # the last chunk appended but not committed
+        committed_at = time.monotonic()
         for batch in _batches(results):
             for record in batch.to_pylist():
                 add_record(summary, record)
-                position = Position(record["file"], record["offset"], record["traces"])
+                end = Position(record["file"], record["offset"], record["traces"])
                 state.append(
                     record["rows"], longest_row=record["longest_row"], table=record_table(record)
                 )
-                state.commit(position, summary)
                 progress.advance(record["bytes_read"])
-                if on_commit is not None:
-                    on_commit(summary.traces)
+                # As the local pipeline: a commit (its fsyncs) at most every COMMIT_SECONDS,
+                # at a task's end, so the driver's fsyncs do not hold up the workers' blocks.
+                if time.monotonic() - committed_at >= pipeline.COMMIT_SECONDS:
+                    pipeline.commit(state, end, summary, on_commit)
+                    end, committed_at = None, time.monotonic()
+        if end is not None:
+            pipeline.commit(state, end, summary, on_commit)
         progress.done()
     return summary
 
