@@ -60,6 +60,7 @@ def test_every_entry_point_is_in_the_doc_tables() -> None:
     assert functions == {
         "split_jsonl",
         "jsonl_traces",
+        "arrow_traces",
         "encode_trace_dict",
         "outcome_block",
         "map_otlp",

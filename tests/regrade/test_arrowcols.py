@@ -18,6 +18,7 @@ from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.suite import load_suite
+from trajgrade.v1.trace_pb2 import Trace
 
 _ROWS: list[dict[str, Any]] = [
     {
@@ -168,6 +169,29 @@ def test_malformed_buffers_raise(suite: _core.CompiledSuite) -> None:
     assert "values buffer" in bad("calls.start_time_unix_nano", values=b"")
     with pytest.raises(ValueError, match="unknown column"):
         bench.grade_arrow_traces_to_json(suite, 1, {"nope": (1, 0, None, None, None, False)})
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large_string"])
+def test_arrow_traces_are_the_json_lines_traces(schema: pa.Schema) -> None:
+    """What a server is sent for a batch (`_core.arrow_traces`) is the trace its JSON line
+    decodes to, for every row, slices included; malformed buffers raise as for grading."""
+    batch = pa.RecordBatch.from_pylist(_ROWS * 3, schema=schema)
+    for part in (batch, batch.slice(2, 7)):
+        buffers, lines = arrowcols.columns(part), json_lines(part)
+        assert buffers is not None and lines is not None
+        block = b"\n".join(lines) + b"\n"
+        expected = _core.jsonl_traces(block, 0, len(block), "t.parquet", 1, "row")
+        got = _core.arrow_traces(part.num_rows, buffers)
+        assert all(isinstance(item, bytes) for item in expected)
+        assert [Trace.FromString(b) for b in got] == [
+            Trace.FromString(b) for b in expected if isinstance(b, bytes)
+        ]
+    good = arrowcols.columns(batch)
+    assert good is not None
+    length, offset, validity, _, values, large = good["id"]
+    broken = {**good, "id": (length, offset, validity, b"\0" * 4, values, large)}
+    with pytest.raises(ValueError, match="id: offsets buffer"):
+        _core.arrow_traces(batch.num_rows, broken)
 
 
 def test_regrade_of_a_parquet_file_uses_the_buffers(

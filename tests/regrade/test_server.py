@@ -4,15 +4,20 @@ that requires a bearer token, through the project's client."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from trajgrade.client import Client
 from trajgrade.commands import regrade as regrade_command
 from trajgrade.errors import ServiceError
-from trajgrade.regrade import regrade
+from trajgrade.importers.parquet import SCHEMA
+from trajgrade.regrade import arrowcols, regrade
+from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.server.app import GradingServer
 from trajgrade.server.settings import Settings
 
@@ -57,6 +62,40 @@ def test_server_mode_equals_local(
         )  # fmt: skip
     assert summary.traces == 601 and summary.errors == 1
     _same_rows(remote, local)
+
+
+@pytest.mark.parametrize("layout", ["native", "inferred"])
+def test_server_mode_equals_local_for_parquet(
+    layout: str, workload: dict[str, Path], tmp_path: Path, server_address: str
+) -> None:
+    """Parquet for a server is read as the local engine reads it: by the core from the Arrow
+    buffers (native schema), or as JSON lines (a layout pyarrow inferred from dicts, with a
+    row that is not a trace); the rows equal the local engine's, error row included."""
+    rows = [json.loads(line) for line in workload["clean"].read_bytes().splitlines()]
+    if layout == "native":
+        for row in rows:
+            row["metadata"] = list((row.get("metadata") or {}).items())
+        table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    else:
+        broken = json.loads(json.dumps(rows[0]))
+        broken["id"], broken["calls"][0]["start_time_unix_nano"] = "broken", -1
+        rows.insert(100, broken)
+        table = pa.Table.from_pylist(rows)
+        assert json_lines(table.to_batches()[0]) is not None
+    source = tmp_path / "traces.parquet"
+    pq.write_table(table, source, row_group_size=128)
+    assert (arrowcols.columns(table.to_batches()[0]) is not None) == (layout == "native")
+    local, remote = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+    regrade([str(source)], workload["suite"], str(local), chunk_size=64)
+    with Client(server_address, token=TOKEN) as client:
+        summary = regrade(
+            [str(source)], workload["suite"], str(remote), chunk_size=64, server=client
+        )
+    assert summary.traces == len(rows)
+    assert remote.read_bytes() == local.read_bytes()
+    if layout == "inferred":
+        assert summary.errors == 1
+        assert b'"field":"traces.parquet:row 101"' in local.read_bytes()
 
 
 def _same_rows(remote: Path, local: Path) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "SuiteNotFoundError",
     "TrajgradeError",
     "__version__",
+    "arrow_traces",
     "bench",
     "build_profile",
     "encode_trace_dict",
@@ -328,6 +329,14 @@ def jsonl_traces(
     """The whole native JSONL lines data[start:end] as `Trace` bytes for a server, in line order
     (blank lines skipped); a line that is not a trace as `(trace_id, field, message)`, worded
     as the local engine's error row (`source:line N`; the core decoder's message)."""
+
+def arrow_traces(
+    rows: int,
+    columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
+) -> list[bytes]:
+    """Every row of a record batch in the native Parquet schema (`arrowcols.columns`'
+    buffers, as `Grader.grade_arrow_block` takes them) as `Trace` bytes for a server: the
+    traces grade_arrow_block grades. Buffers that do not fit their lengths raise ValueError."""
 
 def encode_trace_dict(trace: object) -> bytes | None:
     """A plain trace dict (protobuf-JSON names) → `Trace` bytes equal to the deterministic

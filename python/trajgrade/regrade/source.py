@@ -355,9 +355,12 @@ def _parquet(
         read, first = int(part.num_rows * per_row), row + 1
         row += part.num_rows
         end = Position(index, row, traces + row - start.offset)
-        buffers = arrowcols.columns(part) if raw_input and not binary else None
-        lines = json_lines(part) if raw_input and not binary and buffers is None else None
-        if buffers is not None:
+        buffers = arrowcols.columns(part) if not binary else None
+        lines = json_lines(part) if not binary and buffers is None else None
+        if not raw_input and not binary:  # for a server: the core's bytes of the same traces
+            served = _server_items(part, buffers, lines, name, first)
+            yield ItemsChunk(items=served, end=end, bytes_read=read)
+        elif buffers is not None:
             yield ArrowChunk(
                 end=end, bytes_read=read, source=name, first_line=first, count=part.num_rows,
                 batch=part, columns=buffers,
@@ -375,6 +378,25 @@ def _parquet(
             yield ItemsChunk(items=items, end=end, bytes_read=read)
         else:
             yield ItemsChunk(items=_parquet_items(part, name, first), end=end, bytes_read=read)
+
+
+def _server_items(
+    part: Any,
+    buffers: dict[str, arrowcols.Buffers] | None,
+    lines: list[bytes] | None,
+    name: str,
+    first: int,
+) -> list[bytes | ReadFailure]:
+    """A batch as `Trace` bytes for a server, read as the local engine reads it: by the core
+    from its Arrow buffers, or from its rows as JSON lines (an unreadable row as the local
+    engine's `file:row N` error row), else row by row."""
+    if buffers is not None:
+        return list(_core.arrow_traces(part.num_rows, buffers))
+    if lines is None:
+        return _parquet_items(part, name, first)
+    block = b"\n".join(lines) + b"\n"
+    decoded = _core.jsonl_traces(block, 0, len(block), name, first, "row")
+    return [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
 
 
 def _parquet_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:

@@ -1,14 +1,20 @@
 //! Native JSONL blocks for bulk regrading: `split_jsonl` (reader side) and the `JsonlBlock`
-//! result of `Grader.grade_jsonl_block` (rows buffer, summary counts, marked rows).
+//! result of `Grader.grade_jsonl_block` (rows buffer, summary counts, marked rows), and the
+//! blocks' traces as `Trace` bytes for a server to grade (`jsonl_traces`, `arrow_traces`).
+use std::collections::HashMap;
+
+use prost::Message;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
+use trajgrade_core::arrow_cols::ArrowTraces;
 use trajgrade_core::arrow_rows::{ArrowRows, Bitmap, Offsets, Utf8};
 use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
 use crate::data::Data;
 use crate::detach::run_detached;
+use crate::grader::{check_columns, raw_traces, ColumnBuffers};
 
 /// A row of a block the caller looks at: an error row, or one of the first failing rows.
 #[pyclass(frozen, get_all, name = "BlockMark", module = "trajgrade._core")]
@@ -216,6 +222,26 @@ pub fn jsonl_traces(
             }
         })
         .collect()
+}
+
+/// Every row of one record batch in the native Parquet schema (the Arrow buffers
+/// `arrowcols.columns` gives, as `Grader.grade_arrow_block` takes them) as a serialized
+/// `Trace`, for a server to grade: the traces `grade_arrow_block` would grade. Buffers that
+/// do not match their lengths or offsets raise `ValueError` naming the column; limits are
+/// left to the server.
+#[pyfunction]
+pub fn arrow_traces(
+    py: Python<'_>,
+    rows: usize,
+    columns: HashMap<String, ColumnBuffers>,
+) -> PyResult<Vec<Py<PyBytes>>> {
+    check_columns(&columns)?;
+    let encoded = run_detached(py, move || {
+        ArrowTraces::new(&raw_traces(rows, &columns))
+            .map(|t| (0..t.rows()).map(|i| t.trace(i).encode_to_vec()).collect::<Vec<_>>())
+    })?
+    .map_err(PyValueError::new_err)?;
+    Ok(encoded.iter().map(|bytes| PyBytes::new(py, bytes).unbind()).collect())
 }
 
 /// A record for `outcome_block`: `TraceOutcome` bytes, or `(trace_id, field, message)` of an

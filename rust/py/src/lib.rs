@@ -27,7 +27,9 @@ mod _core {
     #[pymodule_export]
     use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
-    use crate::jsonl::{jsonl_traces, outcome_block, split_jsonl, PyBlockMark, PyJsonlBlock};
+    use crate::jsonl::{
+        arrow_traces, jsonl_traces, outcome_block, split_jsonl, PyBlockMark, PyJsonlBlock,
+    };
     #[pymodule_export]
     use crate::lazy_result::LazyGradeResult;
     #[pymodule_export]
