@@ -32,7 +32,7 @@ from trajgrade import _core
 from trajgrade.importers import otlp
 from trajgrade.importers.otlp import EventRecord
 from trajgrade.importers.report import ImportReport
-from trajgrade.live import early
+from trajgrade.live import early, timing
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.records import LiveSpan, picked
@@ -236,6 +236,8 @@ class LiveGrader:
         self._trip: Trip | None = None
         # Result metrics' children by (metric, labels): see _child.
         self._children: dict[tuple[Any, ...], Any] = {}
+        # TRAJGRADE_LIVE_TIMING: each run's times, written at the drain (debug only).
+        self._timing = timing.from_env()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -330,6 +332,8 @@ class LiveGrader:
         self._grading.shutdown(wait=False)
         if self._sink_writer is not None:
             self._sink_writer.close()
+        if self._timing is not None:
+            self._timing.write()
         return self._report
 
     async def _finish_grading(self, deadline: float | None) -> None:
@@ -384,6 +388,9 @@ class LiveGrader:
         return ExportLogsPartialSuccess(rejected_log_records=rejected, error_message=_why(outcome))
 
     def _after(self, outcome: AddOutcome) -> None:
+        if self._timing is not None:
+            self._timing.arrived(r.key for r in (*outcome.complete, *outcome.open_touched))
+            self._timing.completed(r.key for r in outcome.complete)
         for name, count in outcome.counts.items():
             self.metrics.spans.labels(name).inc(count)
         for key, count in outcome.late_runs.items():
@@ -470,6 +477,8 @@ class LiveGrader:
                 continue
             due = self.assembler.due(time.monotonic())
             if due:
+                if self._timing is not None:
+                    self._timing.completed(r.key for r in due)
                 self._completed.put_nowait(due)
                 self._update_gauges()
 
@@ -747,6 +756,8 @@ class LiveGrader:
             self.hub.dropped = 0
 
     def _publish(self, results: list[LiveResult]) -> None:
+        if self._timing is not None:
+            self._timing.published(r.run_key for r in results)
         counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
         for result in results:
             self._count(result, counts)
