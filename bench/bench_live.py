@@ -525,7 +525,7 @@ def main() -> int:
     parser.add_argument(
         "--latency-senders",
         type=int,
-        default=2,
+        default=4,
         help="latency: exporter processes sharing --rate (one export per run each)",
     )
     parser.add_argument("--latency-s", type=float, default=5.0)
@@ -577,13 +577,14 @@ def main() -> int:
 class Measurements:
     # Per row: the medians' inputs, one per repeat.
     values: dict[str, list[float]] = field(default_factory=dict)
-    cpu: dict[str, list[float]] = field(default_factory=dict)
+    # Server CPU: (seconds, runs) per repeat.
+    cpu: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     loads: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, name: str, value: float, cpu_s: float | None = None) -> None:
+    def add(self, name: str, value: float, cpu: tuple[float, int] | None = None) -> None:
         self.values.setdefault(name, []).append(value)
-        if cpu_s is not None:
-            self.cpu.setdefault(name, []).append(cpu_s)
+        if cpu is not None:
+            self.cpu.setdefault(name, []).append(cpu)
 
     def row_done(self, name: str) -> None:
         self.loads.setdefault(name, []).append(loadavg())
@@ -606,7 +607,7 @@ def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat
     m.row_done("latency")
     settle_ns = args.settle_s * 1e9
     latencies = [_ms(stream.arrived[t] - end - settle_ns) for t, (end, _) in stream.ends.items()]
-    m.add("p50", pct(latencies, 0.5), stream.cpu_s)
+    m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
     m.add("p99", pct(latencies, 0.99))
     m.add("achieved", stream.achieved)
     if timing is None:
@@ -658,7 +659,8 @@ def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements, repea
     if "throughput" in args.rows:
         floor = start_floor()
         try:
-            m.add("floor", *throughput(floor, args, "floor"))
+            spans_per_s, cpu = throughput(floor, args, "floor")
+            m.add("floor", spans_per_s, (cpu, args.traces * args.senders))
         finally:
             floor.stop()
         m.row_done("floor")
@@ -666,7 +668,8 @@ def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements, repea
             sink = workdir / f"sink-{mode}-{repeat}.jsonl"
             server = start_trajgrade(workdir, args.settle_s, sink=sink)
             try:
-                m.add(mode, *throughput(server, args, mode))
+                spans_per_s, cpu = throughput(server, args, mode)
+                m.add(mode, spans_per_s, (cpu, args.traces * args.senders))
             finally:
                 server.stop()
             m.row_done(mode)
@@ -703,13 +706,14 @@ def met(ok: bool) -> str:
 def report(args: argparse.Namespace, m: Measurements) -> None:
     med = m.med
     last = {name: loads[-1] for name, loads in m.loads.items()}
-    runs = args.traces * args.senders
 
-    def cpu(name: str, per: float) -> str:
+    def cpu(name: str) -> str:
+        """The server's CPU over the row: seconds and per run (medians)."""
         if name not in m.cpu:
             return ""
-        seconds = statistics.median(m.cpu[name])
-        return f"{seconds:.2f} s ({seconds / per * 1e6:,.0f} us/run)"
+        seconds = statistics.median(s for s, _ in m.cpu[name])
+        per_run = statistics.median(s / runs for s, runs in m.cpu[name])
+        return f"{seconds:.2f} s ({per_run * 1e6:,.0f} us/run)"
 
     rows: list[list[str]] = []
     floor_rate = live_rate = 0.0
@@ -720,21 +724,21 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
                 "floor: decode and discard",
                 f"{rate(floor_rate)} spans/s",
                 ratio(1.0),
-                cpu("floor", runs),
+                cpu("floor"),
                 last["floor"],
             ],
             [
                 "trajgrade serve: ingest, assemble, grade (to the sink)",
                 f"{rate(live_rate)} spans/s",
                 ratio(live_rate / floor_rate),
-                cpu("graded", runs),
+                cpu("graded"),
                 last["graded"],
             ],
             [
                 "  ... + one WatchResults follower (to its last result)",
                 f"{rate(med('follow'))} spans/s",
                 ratio(med("follow") / floor_rate),
-                cpu("follow", runs),
+                cpu("follow"),
                 last["follow"],
             ],
         ]
@@ -746,7 +750,7 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
                 f"root end -> WatchResults, minus settle, at {rate(achieved)} traces/s",
                 f"p50 {med('p50'):.2f} ms, p99 {p99:.2f} ms",
                 "",
-                cpu("p50", args.rate * args.latency_s),
+                cpu("p50"),
                 last["latency"],
             ]
         )

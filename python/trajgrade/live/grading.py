@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import contextlib
 import functools
 import json
 import logging
@@ -86,6 +85,16 @@ class LiveResult:
         return row[:-1] + b',"live":' + _live_json(self.service, self.completion, self.cut_off)
 
     def response(self) -> bytes:
+        """The encoded WatchResultsResponse: its own fields, then the outcome's `result` or
+        `error` as the core encoded it, re-tagged as the response's field (fields may come in
+        any order on the wire), instead of copying the decoded result into a new message and
+        encoding it again."""
+        raw = self.outcome_bytes
+        tag = _RESPONSE_TAG.get(raw[:1])
+        if tag is not None:
+            head = _response_head(self.suite_id, self.service, self.cut_off, self.completion)
+            key = self.run_key.encode()
+            return b"\x0a" + _varint(len(key)) + key + head + tag + raw[1:]
         message = grader_service_pb2.WatchResultsResponse(
             trace_id=self.run_key,
             suite_id=self.suite_id,
@@ -98,6 +107,35 @@ class LiveResult:
         else:
             message.result.CopyFrom(self.outcome.result)
         return message.SerializeToString()
+
+
+def _len_tag(message: Any, field: str) -> bytes:
+    """A length-delimited field's tag (one byte: field numbers below 16)."""
+    return bytes([message.DESCRIPTOR.fields_by_name[field].number << 3 | 2])
+
+
+# A TraceOutcome's one field (result or error) -> the same field's tag in WatchResultsResponse.
+_RESPONSE_TAG = {
+    _len_tag(result_pb2.TraceOutcome, name): _len_tag(grader_service_pb2.WatchResultsResponse, name)
+    for name in ("result", "error")
+}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _response_head(suite_id: str, service: str, cut_off: bool, completion: str) -> bytes:
+    """A WatchResultsResponse's fields but the run's key and outcome (few distinct ones)."""
+    return grader_service_pb2.WatchResultsResponse(
+        suite_id=suite_id, service_name=service, cut_off=cut_off, completion=completion
+    ).SerializeToString()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -225,7 +263,8 @@ class LiveGrader:
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
-        self._wake = asyncio.Event()
+        # The one timer of every open run (see _arm_timer).
+        self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
@@ -253,7 +292,6 @@ class LiveGrader:
         if self.writer is not None:
             self.writer.start()
         self._tasks = [
-            loop.create_task(self._timer(), name="trajgrade-live-timer"),
             loop.create_task(self._worker(), name="trajgrade-live-worker"),
             loop.create_task(self._poll_routes(), name="trajgrade-live-routes"),
         ]
@@ -287,6 +325,8 @@ class LiveGrader:
         self._completed.put_nowait(None)
         if self._early_timer is not None:
             self._early_timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
@@ -406,7 +446,7 @@ class LiveGrader:
         if self.settings.early_verdicts:
             self._schedule_early(outcome.open_touched)
         self._update_gauges()
-        self._wake.set()
+        self._arm_timer()
 
     def _schedule_early(self, runs: list[Run]) -> None:
         """Runs due for an early check now, or (checked less than the interval ago) later:
@@ -462,25 +502,27 @@ class LiveGrader:
 
     # --- timers and grading -------------------------------------------------------------------
 
-    async def _timer(self) -> None:
-        """The one timer of every open run: sleep to the next deadline or the next change."""
-        while True:
-            deadline = self.assembler.next_deadline()
-            self._wake.clear()
-            if deadline is None:
-                await self._wake.wait()
-                continue
-            wait = deadline - time.monotonic()
-            if wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                continue
-            due = self.assembler.due(time.monotonic())
-            if due:
-                if self._timing is not None:
-                    self._timing.completed(r.key for r in due)
-                self._completed.put_nowait(due)
-                self._update_gauges()
+    def _arm_timer(self) -> None:
+        """Arm the one timer of every open run for the next settle time or idle timeout: a
+        loop callback at that time, moved only when a deadline comes earlier (a span only
+        pushes its run's later), so an export costs no wake-up and the deadline no task."""
+        deadline = self.assembler.next_deadline()
+        timer = self._timer
+        if deadline is None or self._closed or (timer is not None and timer.when() <= deadline):
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        due = self.assembler.due(time.monotonic())
+        if due:
+            if self._timing is not None:
+                self._timing.completed(r.key for r in due)
+            self._completed.put_nowait(due)
+            self._update_gauges()
+        self._arm_timer()
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -759,11 +801,15 @@ class LiveGrader:
         if self._timing is not None:
             self._timing.published(r.run_key for r in results)
         counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        watched = len(self.hub) > 0
         for result in results:
             self._count(result, counts)
-            outcome = result.outcome
-            verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
-            self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
+            if watched:  # the message only for watchers
+                outcome = result.outcome
+                verdict = outcome.result.verdict if outcome.HasField("result") else 0
+                self.hub.publish(
+                    Published(result.suite_id, verdict, result.service, result.response())
+                )
         for (metric, *labels), count in counts.items():
             self._child(metric, *labels).inc(count)
         self._note_watchers()
