@@ -1,9 +1,9 @@
 """Live grading: received spans → assembled runs → the importer's mapping → routed suites →
 results on WatchResults, in the metrics and in the JSONL sink.
 
-Everything runs on the server's event loop except the mapping and grading of completed runs
-(one worker thread, so results leave in completion order) and the sink's writes (another).
-One timer task drives every run's settle time and idle timeout.
+Everything runs on the server's event loop except the mapping and grading of trips of more
+than a few completed runs (one worker thread, so results leave in completion order) and the
+sink's writes (another). One loop timer drives every run's settle time and idle timeout.
 """
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ _GRADING_MARGIN_S = 1.0
 # Runs graded in one trip to the grading thread, whose results are then published on the loop
 # at once (bounds the time the drain spends past its deadline).
 _RUNS_PER_TRIP = 128
+# Trips of at most this many runs are graded on the loop itself (tens of µs a run) rather
+# than on the grading thread: its two hand-offs (a wake-up of another thread, then of the
+# loop, and the GIL handed over each way) cost milliseconds on a busy machine.
+_INLINE_RUNS = 16
 _VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
 _STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
 
@@ -268,6 +272,8 @@ class LiveGrader:
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
+        # A routes reload is compiling on the grading thread: trips go there too, after it.
+        self._reloading = False
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
         self._past_deadline = 0
@@ -558,12 +564,19 @@ class LiveGrader:
                 continue
             trip = self._trip = Trip(runs)
             try:
-                await loop.run_in_executor(self._grading, self._grade, trip, routes)
+                await self._run_trip(trip, routes)
             except Exception:
                 log.exception("live grading failed for %d runs", len(runs))
             # Cancelled (the drain abandoned it): the drain closes the trip.
             self._trip = None
             self._close_trip(trip)
+
+    async def _run_trip(self, trip: Trip, routes: Any) -> None:
+        if len(trip.runs) <= _INLINE_RUNS and self._deadline is None and not self._reloading:
+            self._grade(trip, routes)
+        else:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._grading, self._grade, trip, routes)
 
     def _close_trip(self, trip: Trip) -> None:
         """On the loop: publish what the thread committed; the runs it did not are counted,
@@ -580,7 +593,8 @@ class LiveGrader:
             self._drop(run, "error")
 
     def _grade(self, trip: Trip, routes: Any) -> None:
-        """On the grading thread: map, route and grade the trip's runs (all at once; one by one
+        """On the grading thread (on the loop for a small trip): map, route and grade the trip's
+        runs (all at once; one by one
         once the drain has begun, so that its deadline falls between two runs) and commit each
         (one failing run is logged and counted, and the others go on)."""
         step = len(trip.runs) if self._deadline is None else 1
@@ -856,7 +870,11 @@ class LiveGrader:
         while True:
             await asyncio.sleep(self.settings.routes_poll_s)
             # Compiling suite files can take a while: not on the loop.
-            result = await loop.run_in_executor(self._grading, self.routes.reload)
+            self._reloading = True
+            try:
+                result = await loop.run_in_executor(self._grading, self.routes.reload)
+            finally:
+                self._reloading = False
             if result != "unchanged":
                 self.metrics.routes_reloads.labels(result).inc()
 
