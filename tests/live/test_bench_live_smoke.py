@@ -30,6 +30,7 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "trajgrade serve: ingest, assemble, grade (to the sink)",
         "... + one WatchResults follower",
         "root end -> WatchResults, minus settle",
+        "floor: the same paced stream",
         "sender: root end -> export call",
         "server: handler -> published, minus settle",
         "published -> WatchResults reader",
