@@ -272,6 +272,9 @@ class LiveGrader:
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
+        # _keys(): the routes they were made for, and the keys.
+        self._keys_for: Routes | None = None
+        self._keys_list: list[str] = []
         # A routes reload is compiling on the grading thread: trips go there too, after it.
         self._reloading = False
         # Set by drain(): the grading thread grades no run after it (monotonic time).
@@ -416,11 +419,15 @@ class LiveGrader:
         return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
 
     def _keys(self) -> list[str]:
-        """The attributes assembly and routing read of each span."""
-        keys = {"service.name", *self.routes.current.keys}
-        if self.settings.live_group_by is not None:
-            keys.add(self.settings.live_group_by)
-        return sorted(keys)
+        """The attributes assembly and routing read of each span (made once per routes
+        load)."""
+        routes = self.routes.current
+        if self._keys_for is not routes:
+            keys = {"service.name", *routes.keys}
+            if self.settings.live_group_by is not None:
+                keys.add(self.settings.live_group_by)
+            self._keys_for, self._keys_list = routes, sorted(keys)
+        return self._keys_list
 
     def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
         """Take one logs export: the GenAI events of runs being assembled."""
@@ -438,7 +445,7 @@ class LiveGrader:
             self._timing.arrived(r.key for r in (*outcome.complete, *outcome.open_touched))
             self._timing.completed(r.key for r in outcome.complete)
         for name, count in outcome.counts.items():
-            self.metrics.spans.labels(name).inc(count)
+            self._child(self.metrics.spans, name).inc(count)
         for key, count in outcome.late_runs.items():
             self.metrics.late_traces.inc()
             log.warning(
