@@ -1,23 +1,39 @@
 """Live grading benchmark: `trajgrade serve --otlp-grpc` against a decode-and-discard floor.
 
 Every ratio is measured in one run on one machine; rows take turns, repeat after repeat, and
-each figure is the median of the repeats (the load average is printed per row).
+each figure is the median of the repeats (the load average is printed per row, and the
+server process's CPU seconds over the row, from /proc, with its share per run).
 
 - throughput: spans/s that the real Python OTLP exporter (opentelemetry-exporter-otlp-proto-grpc,
-  spans pre-built with the OTel SDK, in `--senders` processes) gets ingested, assembled and
-  graded by one server process (until the last result is on WatchResults; each root span
-  carries the end marker, so no settle time), against a grpc.aio TraceService that only decodes
-  the request and discards it (until the last export returned). Target: >= 70% of the floor.
-- latency: spans made live by the SDK at a paced `--rate` traces/s; time from each root span's
-  end (its `end_time`) to its result on WatchResults, minus `--settle-s`. Target: p99 < 5 ms.
+  spans pre-built with the OTel SDK, in `--senders` processes, `--batch` spans per export) gets
+  ingested, assembled and graded by one server process, until the last run's result is in the
+  server's JSONL results sink (every run graded; results go to the sink and the metrics as in
+  production, no watcher), against a grpc.aio TraceService that only decodes the request and
+  discards it (until the last export returned). Each root span carries the end marker, so no
+  settle time. Target: >= 70% of the floor. A second row adds one WatchResults follower and
+  ends at its last result: what following costs (one gRPC message per result), not the target.
+- latency: the sender model of a live agent host: each run is made live by the SDK and its
+  spans exported as soon as its root ends, one export per run, by `--latency-senders`
+  processes that share the paced `--rate` (each export waits for its answer, as the SDK's
+  exporter does, so one process alone cannot keep 1,000 exports/s). Time from each root
+  span's end (its `end_time`) to its result at a WatchResults reader in its own process,
+  minus `--settle-s`. Target: p99 < 5 ms. Before it, the floor takes the same paced stream
+  (its server CPU per run is gRPC's own cost of one export per run). With `--split`, the
+  server's debug timing (TRAJGRADE_LIVE_TIMING, trajgrade/live/timing.py) splits each run's
+  time: sender (root end -> export call), encode and gRPC (-> the server's handler), server
+  (handler -> published, minus settle: the settle timer's lateness, then the grading), and
+  the watcher (published -> read), plus the server's collections during the stream.
+  (Before 2026-12-06 the paced sender ended all runs due in a 10 ms tick and exported them in
+  one request, so a run's root had ended several ms before its spans left the sender.)
 - RSS: peak RSS (VmHWM) of a fresh server after a `--rss-short-s` and a `--rss-long-s`
-  sustained stream at `--rss-rate` traces/s. Target: flat within 10%.
+  sustained stream at `--rss-rate` traces/s (the latency senders). Target: flat within 10%.
 - early (`--rows early`): server CPU seconds per run (utime + stime of the server process over
   the stream, until the last result is on WatchResults) at `--early-rate` traces/s for
   `--early-s`, each run's spans spread over one export per 10 ms tick as they end (so a run
   is open across several requests), with `--early-verdicts` off and on, rows interleaved.
 
     .venv/bin/python bench/bench_live.py                     # ~4 minutes (10 s / 30 s RSS)
+    .venv/bin/python bench/bench_live.py --rows latency --split --repeats 3
     .venv/bin/python bench/bench_live.py --rss-short-s 60 --rss-long-s 300 --repeats 3
     .venv/bin/python bench/bench_live.py --rows early --repeats 5
 """
@@ -26,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import socket
@@ -170,9 +187,12 @@ def burst_sender(port: int, traces: int, batch: int, barrier: Any, out: Any) -> 
 def paced_sender(  # noqa: PLR0917 - a multiprocessing target: positional arguments
     port: int, traces_per_s: float, seconds: float, spread: bool, barrier: Any, out: Any
 ) -> None:
-    """Latency and RSS sender (own process): runs made live by the SDK every 10 ms tick and
-    exported at once; sends back each root's end time (wall clock, ns) by trace id. With
-    `spread`, each run ends one span per tick (trace_steps) instead of all at once."""
+    """Latency and RSS sender (own process): runs made live by the SDK at `traces_per_s`, each
+    exported as its root ends (one export per run, as an agent host's exporter sends a run's
+    spans when they end); sends back each root's end time (wall clock, ns) and when its export
+    began, by trace id. With `spread` (the early rows), every run in flight ends one span per
+    10 ms tick (trace_steps) and each tick's ended spans go in one export, so a run is open
+    across several requests."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
         InMemorySpanExporter,
     )
@@ -180,34 +200,76 @@ def paced_sender(  # noqa: PLR0917 - a multiprocessing target: positional argume
     memory = InMemorySpanExporter()
     tracer = _provider(memory).get_tracer("bench")
     sink = exporter(port)
-    ends: dict[str, int] = {}
+    ends: dict[str, tuple[int, int]] = {}
     barrier.wait()
     start = time.perf_counter()
     sent = 0
-    tick = 0.01
+    tick = 0.01 if spread else 1 / traces_per_s
     running: list[Any] = []
     while (elapsed := time.perf_counter() - start) < seconds or running:
         due = int(elapsed * traces_per_s) + 1 - sent if elapsed < seconds else 0
         for _ in range(max(due, 0)):
             if spread:
                 running.append(trace_steps(tracer))
-            else:
-                make_trace(tracer, end_marker=False)
-        # One step of every run in flight (a finished run leaves the list).
-        running = [steps for steps in running if next(steps, StopIteration) is None]
-        spans = memory.get_finished_spans()
-        memory.clear()
-        if spans:
-            sink.export(list(spans))
-            for span in spans:
-                if span.parent is None:
-                    ends[format(span.context.trace_id, "032x")] = span.end_time
-            sent += max(due, 0)
+                continue
+            make_trace(tracer, end_marker=False)
+            _export(sink, memory, ends)
+        if spread:
+            # One step of every run in flight (a finished run leaves the list).
+            running = [steps for steps in running if next(steps, StopIteration) is None]
+            _export(sink, memory, ends)
+        sent += max(due, 0)
         pause = start + (int(elapsed / tick) + 1) * tick - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
     out.put((ends, sent / (time.perf_counter() - start)))
     sink.shutdown()
+
+
+def _export(sink: Any, memory: Any, ends: dict[str, tuple[int, int]]) -> None:
+    """Export the spans ended so far; note each root's end and the export's start."""
+    spans = memory.get_finished_spans()
+    memory.clear()
+    if not spans:
+        return
+    began = time.time_ns()
+    sink.export(list(spans))
+    for span in spans:
+        if span.parent is None:
+            ends[format(span.context.trace_id, "032x")] = (span.end_time, began)
+
+
+def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any) -> None:
+    """The WatchResults reader (own process, so that neither the senders nor the bench
+    delay its reads): notes when each run's result arrived (wall clock, ns) until it has the
+    number of results the bench then sends it, and sends the arrivals back."""
+    from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc  # noqa: PLC0415
+
+    arrived: dict[str, int] = {}
+    target = [2**62]
+    enough = threading.Event()
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    stub = grader_service_pb2_grpc.GraderServiceStub(channel)
+    call = stub.WatchResults(grader_service_pb2.WatchResultsRequest())
+
+    def follow() -> None:
+        try:
+            for response in call:
+                arrived[response.trace_id] = time.time_ns()
+                if len(arrived) >= target[0]:
+                    enough.set()
+        except grpc.RpcError:
+            enough.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    ready.set()
+    target[0], timeout = expected.get()
+    if len(arrived) >= target[0]:
+        enough.set()
+    enough.wait(timeout)
+    out.put(dict(arrived))
+    call.cancel()
+    channel.close()
 
 
 # --- the servers -------------------------------------------------------------------------------
@@ -240,6 +302,7 @@ class Server:
     otlp_port: int
     grpc_port: int | None = None
     metrics_port: int | None = None
+    sink: Path | None = None
 
     def peak_rss_kib(self) -> int:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
@@ -274,8 +337,16 @@ def start_floor() -> Server:
 
 
 def start_trajgrade(
-    workdir: Path, settle_s: float, early: bool = False, late_window_s: float | None = None
+    workdir: Path,
+    settle_s: float,
+    early: bool = False,
+    late_window_s: float | None = None,
+    *,
+    sink: Path | None = None,
+    timing: Path | None = None,
 ) -> Server:
+    """A `trajgrade serve` process; with `sink`, its JSONL results sink; with `timing`, its
+    per-run debug timing (trajgrade/live/timing.py) written there when it stops."""
     otlp_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     trajgrade = Path(sys.executable).with_name("trajgrade")
     command = [
@@ -291,26 +362,31 @@ def start_trajgrade(
     ]  # fmt: skip
     if late_window_s is not None:
         command += ["--live-late-window-s", str(late_window_s)]
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
-    server = Server(process, otlp_port, grpc_port, metrics_port)
+    if sink is not None:
+        command += ["--results-jsonl", str(sink)]
+    env = dict(os.environ)
+    if timing is not None:
+        env["TRAJGRADE_LIVE_TIMING"] = str(timing)
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env=env)
+    server = Server(process, otlp_port, grpc_port, metrics_port, sink)
     _ready(grpc_port)
     _ready(otlp_port)
     return server
 
 
 class Watcher:
-    """Follows WatchResults on a thread, noting when each run's result arrived."""
+    """A WatchResults reader in its own process (watch_main), registered before it returns."""
 
     def __init__(self, server: Server) -> None:
-        from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc  # noqa: PLC0415
-
-        self.arrived: dict[str, int] = {}
-        self.count = 0
-        self._channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-        stub = grader_service_pb2_grpc.GraderServiceStub(self._channel)
-        self._call = stub.WatchResults(grader_service_pb2.WatchResultsRequest())
-        self._thread = threading.Thread(target=self._follow, daemon=True)
-        self._thread.start()
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        self._expected, self._out = ctx.Queue(), ctx.Queue()
+        self._process = ctx.Process(
+            target=watch_main, args=(server.grpc_port, ready, self._expected, self._out)
+        )
+        self._process.start()
+        if not ready.wait(60):
+            raise RuntimeError("the WatchResults reader did not start")
         # Results only reach a watcher registered before they are published: wait for it.
         deadline = time.monotonic() + 30
         while _metric(server, "trajgrade_live_watchers") < 1:
@@ -318,26 +394,14 @@ class Watcher:
                 raise RuntimeError("WatchResults watcher never registered")
             time.sleep(0.02)
 
-    def _follow(self) -> None:
-        try:
-            for response in self._call:
-                self.arrived[response.trace_id] = time.time_ns()
-                self.count += 1
-        except grpc.RpcError:
-            pass
-
-    def wait_for(self, n: int, timeout: float) -> float:
-        """Wait until `n` results arrived; the perf_counter time when the n-th was seen."""
-        deadline = time.monotonic() + timeout
-        while self.count < n:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {self.count} of {n} results arrived")
-            time.sleep(0.001)
-        return time.perf_counter()
-
-    def close(self) -> None:
-        self._call.cancel()
-        self._channel.close()
+    def results(self, n: int, timeout: float) -> dict[str, int]:
+        """Wait until `n` results arrived; when each arrived (wall clock, ns) by trace id."""
+        self._expected.put((n, timeout))
+        arrived: dict[str, int] = self._out.get(timeout=timeout + 60)
+        self._process.join()
+        if len(arrived) < n:
+            raise RuntimeError(f"only {len(arrived)} of {n} results arrived")
+        return arrived
 
 
 def _metric(server: Server, name: str) -> float:
@@ -362,45 +426,90 @@ def _spawn(target: Any, args: tuple[Any, ...], senders: int) -> tuple[list[Any],
     return procs, barrier, out
 
 
-def throughput(server: Server, args: argparse.Namespace, graded: bool) -> float:
-    """Spans/s from the senders' start to the last export answered (floor) or the last result
-    on WatchResults (trajgrade)."""
-    watcher = Watcher(server) if graded else None
+def wait_rows(sink: Path, n: int, timeout: float) -> int:
+    """Wait until the JSONL sink holds `n` rows (read as it grows, every millisecond; no cost
+    to the server); the wall clock (ns) when the n-th was seen."""
+    deadline = time.monotonic() + timeout
+    rows = 0
+    with contextlib.ExitStack() as stack:
+        f = None
+        while True:
+            if f is None and sink.exists():
+                f = stack.enter_context(sink.open("rb"))
+            if f is not None:
+                rows += f.read().count(b"\n")
+            if rows >= n:
+                return time.time_ns()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {rows} of {n} results reached the sink")
+            time.sleep(0.001)
+
+
+def throughput(server: Server, args: argparse.Namespace, mode: str) -> tuple[float, float]:
+    """Spans/s from the senders' start to the last export answered (`floor`), the last
+    result in the JSONL sink (`graded`: every run graded, as in production) or the last
+    result on a WatchResults follower (`follow`); and the server's CPU seconds meanwhile."""
+    watcher = Watcher(server) if mode == "follow" else None
+    cpu = server.cpu_s()
     procs, barrier, out = _spawn(
         burst_sender, (server.otlp_port, args.traces, args.batch), args.senders
     )
     barrier.wait(timeout=300)
-    start = time.perf_counter()
+    start = time.time_ns()
     results = [out.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
     if not all(ok for _, _, ok in results):
         raise RuntimeError("an export failed")
     spans = sum(n for n, _, _ in results)
-    if watcher is None:
-        end = start + max(seconds for _, seconds, _ in results)
+    runs = args.traces * args.senders
+    if mode == "floor":
+        end = start + round(max(seconds for _, seconds, _ in results) * 1e9)
+    elif watcher is not None:
+        end = max(watcher.results(runs, timeout=600).values())
     else:
-        end = watcher.wait_for(args.traces * args.senders, timeout=600)
-        watcher.close()
-    return spans / (end - start)
+        assert server.sink is not None
+        end = wait_rows(server.sink, runs, timeout=600)
+    return spans / ((end - start) / 1e9), server.cpu_s() - cpu
+
+
+@dataclass
+class Paced:
+    """A paced stream: per trace id the root's end and its export's start (sender), the
+    result's arrival at the watcher (if watched), the rate achieved, the server's CPU."""
+
+    ends: dict[str, tuple[int, int]]
+    arrived: dict[str, int]
+    achieved: float
+    cpu_s: float
 
 
 def paced(
-    server: Server, traces_per_s: float, seconds: float, watch: bool, spread: bool = False
-) -> tuple[Any, float]:
-    """A paced stream; with `watch`, the root-end-to-result latencies (ms, settle included)."""
+    server: Server,
+    traces_per_s: float,
+    seconds: float,
+    watch: bool,
+    *,
+    spread: bool = False,
+    senders: int = 1,
+) -> Paced:
+    """A paced stream of `traces_per_s` runs a second over `senders` processes."""
     watcher = Watcher(server) if watch else None
-    procs, barrier, out = _spawn(paced_sender, (server.otlp_port, traces_per_s, seconds, spread), 1)
+    cpu = server.cpu_s()
+    procs, barrier, out = _spawn(
+        paced_sender, (server.otlp_port, traces_per_s / senders, seconds, spread), senders
+    )
     barrier.wait(timeout=300)
-    ends, achieved = out.get(timeout=seconds + 600)
+    ends: dict[str, tuple[int, int]] = {}
+    achieved = 0.0
+    for _ in procs:
+        sent, rate_ = out.get(timeout=seconds + 600)
+        ends |= sent
+        achieved += rate_
     for p in procs:
         p.join()
-    if watcher is None:
-        return None, achieved
-    watcher.wait_for(len(ends), timeout=120)
-    watcher.close()
-    latencies = [(watcher.arrived[t] - end) / 1e6 for t, end in ends.items()]
-    return latencies, achieved
+    arrived = {} if watcher is None else watcher.results(len(ends), timeout=120)
+    return Paced(ends, arrived, achieved, server.cpu_s() - cpu)
 
 
 def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> tuple[float, float]:
@@ -408,11 +517,10 @@ def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> tuple[f
     early checks per run."""
     server = start_trajgrade(workdir, args.settle_s, early)
     try:
-        before = server.cpu_s()
-        latencies, _ = paced(server, args.early_rate, args.early_s, watch=True, spread=True)
-        runs = len(latencies)
+        stream = paced(server, args.early_rate, args.early_s, watch=True, spread=True)
+        runs = len(stream.ends)
         checks = _metric(server, "trajgrade_live_early_checks_total")
-        return (server.cpu_s() - before) / runs, checks / runs
+        return stream.cpu_s / runs, checks / runs
     finally:
         server.stop()
 
@@ -426,12 +534,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--floor-server", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--senders", type=int, default=2, help="exporter processes")
+    parser.add_argument("--senders", type=int, default=2, help="throughput: exporter processes")
     parser.add_argument("--traces", type=int, default=2000, help="runs per throughput sender")
     parser.add_argument("--batch", type=int, default=512, help="spans per export (SDK default)")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: traces/s")
+    parser.add_argument(
+        "--latency-senders",
+        type=int,
+        default=4,
+        help="latency: exporter processes sharing --rate (one export per run each)",
+    )
     parser.add_argument("--latency-s", type=float, default=5.0)
     parser.add_argument("--settle-s", type=float, default=0.05)
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="latency: also the split sender / server / watcher (the server's debug timing "
+        "on, TRAJGRADE_LIVE_TIMING)",
+    )
     parser.add_argument("--rss-rate", type=float, default=500.0, help="RSS stream: traces/s")
     parser.add_argument("--rss-short-s", type=float, default=10.0)
     parser.add_argument("--rss-long-s", type=float, default=30.0)
@@ -444,7 +564,8 @@ def main() -> int:
     parser.add_argument(
         "--rows",
         default="throughput,latency,rss",
-        help="comma-separated rows to run: throughput (with its floor), latency, rss, early",
+        help="comma-separated rows to run: throughput (with its floor and the follower row), "
+        "latency, rss, early",
     )
     parser.add_argument("--early-rate", type=float, default=200.0, help="early rows: traces/s")
     parser.add_argument("--early-s", type=float, default=10.0, help="early rows: seconds")
@@ -463,73 +584,136 @@ def main() -> int:
     m = Measurements()
     for repeat in range(args.repeats):
         print(f"repeat {repeat + 1}/{args.repeats} (load average {loadavg()})", flush=True)
-        measure_once(args, workdir, m)
+        measure_once(args, workdir, m, repeat)
     report(args, m)
     return 0
 
 
 @dataclass
 class Measurements:
-    floor: list[float] = field(default_factory=list)
-    live: list[float] = field(default_factory=list)
-    p50: list[float] = field(default_factory=list)
-    p99: list[float] = field(default_factory=list)
-    achieved: list[float] = field(default_factory=list)
-    rss_short: list[int] = field(default_factory=list)
-    rss_long: list[int] = field(default_factory=list)
-    cpu_off: list[float] = field(default_factory=list)
-    cpu_on: list[float] = field(default_factory=list)
-    checks_per_run: list[float] = field(default_factory=list)
+    # Per row: the medians' inputs, one per repeat.
+    values: dict[str, list[float]] = field(default_factory=dict)
+    # Server CPU: (seconds, runs) per repeat.
+    cpu: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     loads: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, name: str, value: float, cpu: tuple[float, int] | None = None) -> None:
+        self.values.setdefault(name, []).append(value)
+        if cpu is not None:
+            self.cpu.setdefault(name, []).append(cpu)
 
     def row_done(self, name: str) -> None:
         self.loads.setdefault(name, []).append(loadavg())
 
+    def med(self, name: str) -> float:
+        return statistics.median(self.values[name])
 
-def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements) -> None:
+
+def _ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat: int) -> None:
+    # The floor's CPU for the same stream: gRPC's own cost of one export per run.
+    floor = start_floor()
+    try:
+        stream = paced(floor, args.rate, args.latency_s, watch=False, senders=args.latency_senders)
+    finally:
+        floor.stop()
+    m.add("paced_floor", stream.achieved, (stream.cpu_s, len(stream.ends)))
+    m.row_done("paced_floor")
+    timing = workdir / f"timing-{repeat}.tsv" if args.split else None
+    server = start_trajgrade(workdir, args.settle_s, timing=timing)
+    try:
+        stream = paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
+    finally:
+        server.stop()
+    m.row_done("latency")
+    settle_ns = args.settle_s * 1e9
+    latencies = [_ms(stream.arrived[t] - end - settle_ns) for t, (end, _) in stream.ends.items()]
+    m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
+    m.add("p99", pct(latencies, 0.99))
+    m.add("achieved", stream.achieved)
+    if timing is None:
+        return
+    server_times = {}
+    collections: list[tuple[int, int, int]] = []
+    for line in timing.read_text().splitlines():
+        key, *fields = line.split("\t")
+        arrival, completed, published = map(int, fields)
+        if key == "gc":  # a collection: generation, start, duration
+            collections.append((arrival, completed, published))
+        else:
+            server_times[key] = (arrival, completed, published)
+    # The collections during the stream (not startup's).
+    first = min(arrival for arrival, _, _ in server_times.values())
+    pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+    for generation, at, took in collections:
+        if at >= first:
+            pauses[generation].append(_ms(took))
+    for generation, took in pauses.items():
+        m.add(f"gc{generation}_n", len(took))
+        m.add(f"gc{generation}_max", max(took, default=0.0))
+    parts: dict[str, list[float]] = {name: [] for name, _ in SPLIT}
+    for trace_id, (end, began) in stream.ends.items():
+        arrival, completed, published = server_times[trace_id]
+        parts["sender"].append(_ms(began - end))
+        parts["transport"].append(_ms(arrival - began))
+        parts["server"].append(_ms(published - arrival - settle_ns))
+        parts["timer"].append(_ms(completed - arrival - settle_ns))
+        parts["grading"].append(_ms(published - completed))
+        parts["watcher"].append(_ms(stream.arrived[trace_id] - published))
+    for name, values in parts.items():
+        m.add(f"{name}_p50", pct(values, 0.5))
+        m.add(f"{name}_p99", pct(values, 0.99))
+
+
+SPLIT = [
+    ("sender", "  sender: root end -> export call (SDK, one run)"),
+    ("transport", "  export call -> server handler (encode, gRPC)"),
+    ("server", "  server: handler -> published, minus settle"),
+    ("timer", "    of which: settle timer's lateness"),
+    ("grading", "    of which: complete -> published (grading)"),
+    ("watcher", "  published -> WatchResults reader"),
+]
+
+
+def measure_once(args: argparse.Namespace, workdir: Path, m: Measurements, repeat: int) -> None:
     """One repeat: every row once, in the same order each time (interleaved with the others)."""
     if "throughput" in args.rows:
         floor = start_floor()
         try:
-            m.floor.append(throughput(floor, args, graded=False))
+            spans_per_s, cpu = throughput(floor, args, "floor")
+            m.add("floor", spans_per_s, (cpu, args.traces * args.senders))
         finally:
             floor.stop()
         m.row_done("floor")
-        server = start_trajgrade(workdir, args.settle_s)
-        try:
-            m.live.append(throughput(server, args, graded=True))
-        finally:
-            server.stop()
-        m.row_done("throughput")
+        for mode in ("graded", "follow"):
+            sink = workdir / f"sink-{mode}-{repeat}.jsonl"
+            server = start_trajgrade(workdir, args.settle_s, sink=sink)
+            try:
+                spans_per_s, cpu = throughput(server, args, mode)
+                m.add(mode, spans_per_s, (cpu, args.traces * args.senders))
+            finally:
+                server.stop()
+            m.row_done(mode)
     if "latency" in args.rows:
-        server = start_trajgrade(workdir, args.settle_s)
-        try:
-            latencies, achieved = paced(server, args.rate, args.latency_s, watch=True)
-        finally:
-            server.stop()
-        m.row_done("latency")
-        latencies = [x - args.settle_s * 1000 for x in latencies]
-        m.p50.append(pct(latencies, 0.5))
-        m.p99.append(pct(latencies, 0.99))
-        m.achieved.append(achieved)
+        latency_row(args, workdir, m, repeat)
     if "rss" in args.rows:
-        for name, seconds, into in (
-            ("rss_short", args.rss_short_s, m.rss_short),
-            ("rss_long", args.rss_long_s, m.rss_long),
-        ):
+        for name, seconds in (("rss_short", args.rss_short_s), ("rss_long", args.rss_long_s)):
             server = start_trajgrade(workdir, args.settle_s, late_window_s=args.late_window_s)
             try:
-                paced(server, args.rss_rate, seconds, watch=False)
-                into.append(server.peak_rss_kib())
+                paced(server, args.rss_rate, seconds, watch=False, senders=args.latency_senders)
+                m.add(name, server.peak_rss_kib())
             finally:
                 server.stop()
             m.row_done(name)
     if "early" in args.rows:
-        m.cpu_off.append(cpu_per_run(workdir, args, early=False)[0])
+        m.add("cpu_off", cpu_per_run(workdir, args, early=False)[0])
         m.row_done("cpu_off")
         cpu, checks = cpu_per_run(workdir, args, early=True)
-        m.cpu_on.append(cpu)
-        m.checks_per_run.append(checks)
+        m.add("cpu_on", cpu)
+        m.add("checks_per_run", checks)
         m.row_done("cpu_on")
 
 
@@ -544,55 +728,104 @@ def met(ok: bool) -> str:
 
 
 def report(args: argparse.Namespace, m: Measurements) -> None:
-    med = statistics.median
+    med = m.med
     last = {name: loads[-1] for name, loads in m.loads.items()}
+
+    def cpu(name: str) -> str:
+        """The server's CPU over the row: seconds and per run (medians)."""
+        if name not in m.cpu:
+            return ""
+        seconds = statistics.median(s for s, _ in m.cpu[name])
+        per_run = statistics.median(s / runs for s, runs in m.cpu[name])
+        return f"{seconds:.2f} s ({per_run * 1e6:,.0f} us/run)"
+
     rows: list[list[str]] = []
     floor_rate = live_rate = 0.0
-    if m.live:
-        floor_rate, live_rate = med(m.floor), med(m.live)
+    if "graded" in m.values:
+        floor_rate, live_rate = med("floor"), med("graded")
         rows += [
-            ["floor: decode and discard", f"{rate(floor_rate)} spans/s", ratio(1.0), last["floor"]],
             [
-                "trajgrade serve: ingest, assemble, grade",
+                "floor: decode and discard",
+                f"{rate(floor_rate)} spans/s",
+                ratio(1.0),
+                cpu("floor"),
+                last["floor"],
+            ],
+            [
+                "trajgrade serve: ingest, assemble, grade (to the sink)",
                 f"{rate(live_rate)} spans/s",
                 ratio(live_rate / floor_rate),
-                last["throughput"],
+                cpu("graded"),
+                last["graded"],
+            ],
+            [
+                "  ... + one WatchResults follower (to its last result)",
+                f"{rate(med('follow'))} spans/s",
+                ratio(med("follow") / floor_rate),
+                cpu("follow"),
+                last["follow"],
             ],
         ]
     p99 = achieved = 0.0
-    if m.p99:
-        p99, achieved = med(m.p99), med(m.achieved)
+    if "p99" in m.values:
+        p99, achieved = med("p99"), med("achieved")
+        rows.append(
+            [
+                f"floor: the same paced stream, at {rate(med('paced_floor'))} traces/s",
+                "",
+                "",
+                cpu("paced_floor"),
+                last["paced_floor"],
+            ]
+        )
         rows.append(
             [
                 f"root end -> WatchResults, minus settle, at {rate(achieved)} traces/s",
-                f"p50 {med(m.p50):.2f} ms, p99 {p99:.2f} ms",
+                f"p50 {med('p50'):.2f} ms, p99 {p99:.2f} ms",
                 "",
+                cpu("p50"),
                 last["latency"],
             ]
         )
+        if "server_p99" in m.values:
+            blank = ["", "", ""]
+            rows += [
+                [label, f"p50 {med(name + '_p50'):.2f} ms, p99 {med(name + '_p99'):.2f} ms", *blank]
+                for name, label in SPLIT
+            ]
+            rows += [
+                [
+                    f"  server: generation {g} collections",
+                    f"{med(f'gc{g}_n'):,.0f}, longest {med(f'gc{g}_max'):.2f} ms",
+                    *blank,
+                ]
+                for g in (0, 1, 2)
+            ]
     short = long_ = 0.0
-    if m.rss_short:
-        short, long_ = med(m.rss_short), med(m.rss_long)
+    if "rss_short" in m.values:
+        short, long_ = med("rss_short"), med("rss_long")
         rows += [
             [
                 f"peak RSS after {args.rss_short_s:g} s at {rate(args.rss_rate)} traces/s"
                 + ("" if args.late_window_s is None else f", late window {args.late_window_s:g} s"),
                 f"{short / 1024:,.1f} MiB",
                 ratio(1.0),
+                "",
                 last["rss_short"],
             ],
             [
                 f"peak RSS after {args.rss_long_s:g} s",
                 f"{long_ / 1024:,.1f} MiB",
                 ratio(long_ / short),
+                "",
                 last["rss_long"],
             ],
         ]
-    if m.cpu_on:
-        off, on = med(m.cpu_off), med(m.cpu_on)
+    if "cpu_on" in m.values:
+        off, on = med("cpu_off"), med("cpu_on")
         where = (
             f"{rate(args.early_rate)} traces/s, spans over exports, "
-            f"{med(m.checks_per_run):.1f} checks/run when on"
+            f"{med('checks_per_run'):.1f} checks/run when on"
         )
         for name, value, base in (("off", off, off), ("on", on, off)):
             rows.append(
@@ -600,28 +833,30 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
                     f"server CPU per run, early verdicts {name}, {where}",
                     f"{value * 1e3:.3f} ms",
                     ratio(value / base),
+                    "",
                     last[f"cpu_{name}"],
                 ]
             )
     print()
     print(
         table(
-            f"Live grading: medians of {args.repeats} repeats, {args.senders} exporter "
-            f"processes, {SPANS_PER_TRACE} spans per run, {args.batch} spans per export, "
-            f"core build {_core_profile()}",
-            ["row", "median", "ratio", "load average (1/5/15 min)"],
+            f"Live grading: medians of {args.repeats} repeats, {args.senders} throughput "
+            f"exporter processes ({args.batch} spans per export), {args.latency_senders} "
+            f"latency exporter processes (one export per run), {SPANS_PER_TRACE} spans per "
+            f"run, core build {_core_profile()}",
+            ["row", "median", "ratio", "server CPU", "load average (1/5/15 min)"],
             rows,
         )
     )
-    if m.live:
+    if "graded" in m.values:
         print(f"targets: throughput >= 70% of floor: {met(live_rate >= 0.7 * floor_rate)}", end="")
         print(f" ({live_rate / floor_rate:.0%})")
-    if m.p99:
+    if "p99" in m.values:
         sustained = (
-            "" if achieved >= args.rate * 0.95 else "; the sender could not sustain the rate"
+            "" if achieved >= args.rate * 0.95 else "; the senders could not sustain the rate"
         )
         print(f"p99 < 5 ms: {met(p99 < 5)} ({p99:.2f} ms at {rate(achieved)} traces/s{sustained})")
-    if m.rss_short:
+    if "rss_short" in m.values:
         change = long_ / short - 1
         print(f"RSS flat within 10%: {met(abs(change) <= 0.10)} ({change:+.1%})")
     print(f"load average at the end: {loadavg()}")

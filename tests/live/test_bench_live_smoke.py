@@ -20,14 +20,21 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "--latency-s", "0.5", "--rate", "50", "--rss-rate", "20",
         "--rss-short-s", "0.5", "--rss-long-s", "1",
         "--rows", "throughput,latency,rss,early", "--early-rate", "20", "--early-s", "0.5",
+        "--latency-senders", "2", "--split",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     for row in (
         "floor: decode and discard",
-        "trajgrade serve: ingest, assemble, grade",
+        "trajgrade serve: ingest, assemble, grade (to the sink)",
+        "... + one WatchResults follower",
         "root end -> WatchResults, minus settle",
+        "floor: the same paced stream",
+        "sender: root end -> export call",
+        "server: handler -> published, minus settle",
+        "published -> WatchResults reader",
+        "server: generation 2 collections",
         "peak RSS after 0.5 s",
         "peak RSS after 1 s",
         "server CPU per run, early verdicts off",
@@ -35,6 +42,7 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
     ):
         assert row in out, out
     assert "targets: throughput >= 70% of floor:" in out
+    assert "us/run" in out  # the server CPU column
     assert "load average" in out
 
 

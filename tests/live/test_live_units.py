@@ -20,14 +20,14 @@ from trajgrade.live.assembly import (
     IncomingSpan,
 )
 from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
-from trajgrade.live.grading import _incoming
+from trajgrade.live.grading import LiveResult, _incoming
 from trajgrade.live.records import LiveSpan
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import TOO_SLOW, Published, WatchHub
 from trajgrade.regrade.diff import diff_files
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings, SettingsError
-from trajgrade.v1 import grader_service_pb2
+from trajgrade.v1 import grader_service_pb2, result_pb2
 
 
 def parse(*argv: str, environ: dict[str, str] | None = None) -> Settings:
@@ -383,3 +383,29 @@ def test_intake_decodes_heads_and_keyed_attributes_in_the_core() -> None:
     assert (second.record.parent, second.ends_run, second.is_root) == ("02" * 8, False, False)
     with pytest.raises(ValueError, match="traces"):
         _incoming(b"\x0a\xff", ["route"])
+
+
+@pytest.mark.parametrize("outcome_kind", ["result", "error"])
+def test_watch_response_spliced_from_the_core_bytes_equals_the_built_message(
+    outcome_kind: str,
+) -> None:
+    """LiveResult.response re-tags the core's TraceOutcome bytes instead of copying the
+    decoded result: the watcher decodes the same message as the one built field by field
+    (the bytes may differ in field order only)."""
+    outcome = result_pb2.TraceOutcome()
+    if outcome_kind == "result":
+        outcome.result.verdict = result_pb2.VERDICT_FAIL
+        outcome.result.score = 0.5
+        item = outcome.result.results.add()
+        item.name = "tool_sequence"
+        item.status = result_pb2.ASSERTION_STATUS_FAIL
+    else:
+        outcome.error.message = "over a limit"
+    args = ("ab" * 16, "suite-1", "svc-é", True, "idle_timeout", outcome)
+    spliced = LiveResult(*args, outcome_bytes=outcome.SerializeToString()).response()
+    built = LiveResult(*args).response()  # no core bytes: the message built and encoded
+    expected = grader_service_pb2.WatchResultsResponse.FromString(built)
+    assert grader_service_pb2.WatchResultsResponse.FromString(spliced) == expected
+    assert expected.HasField(outcome_kind)
+    assert getattr(expected, outcome_kind) == getattr(outcome, outcome_kind)
+    assert expected.trace_id == "ab" * 16 and expected.cut_off and expected.service_name == "svc-é"

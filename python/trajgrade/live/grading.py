@@ -1,9 +1,9 @@
 """Live grading: received spans → assembled runs → the importer's mapping → routed suites →
 results on WatchResults, in the metrics and in the JSONL sink.
 
-Everything runs on the server's event loop except the mapping and grading of completed runs
-(one worker thread, so results leave in completion order) and the sink's writes (another).
-One timer task drives every run's settle time and idle timeout.
+Everything runs on the server's event loop except the mapping and grading of trips of more
+than a few completed runs (one worker thread, so results leave in completion order) and the
+sink's writes (another). One loop timer drives every run's settle time and idle timeout.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import contextlib
 import functools
 import json
 import logging
@@ -32,7 +31,7 @@ from trajgrade import _core
 from trajgrade.importers import otlp
 from trajgrade.importers.otlp import EventRecord
 from trajgrade.importers.report import ImportReport
-from trajgrade.live import early
+from trajgrade.live import early, timing
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.records import LiveSpan, picked
@@ -53,6 +52,10 @@ _GRADING_MARGIN_S = 1.0
 # Runs graded in one trip to the grading thread, whose results are then published on the loop
 # at once (bounds the time the drain spends past its deadline).
 _RUNS_PER_TRIP = 128
+# Trips of at most this many runs are graded on the loop itself (tens of µs a run) rather
+# than on the grading thread: its two hand-offs (a wake-up of another thread, then of the
+# loop, and the GIL handed over each way) cost milliseconds on a busy machine.
+_INLINE_RUNS = 16
 _VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
 _STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
 
@@ -86,6 +89,16 @@ class LiveResult:
         return row[:-1] + b',"live":' + _live_json(self.service, self.completion, self.cut_off)
 
     def response(self) -> bytes:
+        """The encoded WatchResultsResponse: its own fields, then the outcome's `result` or
+        `error` as the core encoded it, re-tagged as the response's field (fields may come in
+        any order on the wire), instead of copying the decoded result into a new message and
+        encoding it again."""
+        raw = self.outcome_bytes
+        tag = _RESPONSE_TAG.get(raw[:1])
+        if tag is not None:
+            head = _response_head(self.suite_id, self.service, self.cut_off, self.completion)
+            key = self.run_key.encode()
+            return b"\x0a" + _varint(len(key)) + key + head + tag + raw[1:]
         message = grader_service_pb2.WatchResultsResponse(
             trace_id=self.run_key,
             suite_id=self.suite_id,
@@ -98,6 +111,35 @@ class LiveResult:
         else:
             message.result.CopyFrom(self.outcome.result)
         return message.SerializeToString()
+
+
+def _len_tag(message: Any, field: str) -> bytes:
+    """A length-delimited field's tag (one byte: field numbers below 16)."""
+    return bytes([message.DESCRIPTOR.fields_by_name[field].number << 3 | 2])
+
+
+# A TraceOutcome's one field (result or error) -> the same field's tag in WatchResultsResponse.
+_RESPONSE_TAG = {
+    _len_tag(result_pb2.TraceOutcome, name): _len_tag(grader_service_pb2.WatchResultsResponse, name)
+    for name in ("result", "error")
+}
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _response_head(suite_id: str, service: str, cut_off: bool, completion: str) -> bytes:
+    """A WatchResultsResponse's fields but the run's key and outcome (few distinct ones)."""
+    return grader_service_pb2.WatchResultsResponse(
+        suite_id=suite_id, service_name=service, cut_off=cut_off, completion=completion
+    ).SerializeToString()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -225,10 +267,16 @@ class LiveGrader:
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
-        self._wake = asyncio.Event()
+        # The one timer of every open run (see _arm_timer).
+        self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
+        # _keys(): the routes they were made for, and the keys.
+        self._keys_for: Routes | None = None
+        self._keys_list: list[str] = []
+        # A routes reload is compiling on the grading thread: trips go there too, after it.
+        self._reloading = False
         # Set by drain(): the grading thread grades no run after it (monotonic time).
         self._deadline: float | None = None
         self._past_deadline = 0
@@ -236,6 +284,8 @@ class LiveGrader:
         self._trip: Trip | None = None
         # Result metrics' children by (metric, labels): see _child.
         self._children: dict[tuple[Any, ...], Any] = {}
+        # TRAJGRADE_LIVE_TIMING: each run's times, written at the drain (debug only).
+        self._timing = timing.from_env()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -251,7 +301,6 @@ class LiveGrader:
         if self.writer is not None:
             self.writer.start()
         self._tasks = [
-            loop.create_task(self._timer(), name="trajgrade-live-timer"),
             loop.create_task(self._worker(), name="trajgrade-live-worker"),
             loop.create_task(self._poll_routes(), name="trajgrade-live-routes"),
         ]
@@ -285,6 +334,8 @@ class LiveGrader:
         self._completed.put_nowait(None)
         if self._early_timer is not None:
             self._early_timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
@@ -330,6 +381,8 @@ class LiveGrader:
         self._grading.shutdown(wait=False)
         if self._sink_writer is not None:
             self._sink_writer.close()
+        if self._timing is not None:
+            self._timing.write()
         return self._report
 
     async def _finish_grading(self, deadline: float | None) -> None:
@@ -366,11 +419,15 @@ class LiveGrader:
         return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
 
     def _keys(self) -> list[str]:
-        """The attributes assembly and routing read of each span."""
-        keys = {"service.name", *self.routes.current.keys}
-        if self.settings.live_group_by is not None:
-            keys.add(self.settings.live_group_by)
-        return sorted(keys)
+        """The attributes assembly and routing read of each span (made once per routes
+        load)."""
+        routes = self.routes.current
+        if self._keys_for is not routes:
+            keys = {"service.name", *routes.keys}
+            if self.settings.live_group_by is not None:
+                keys.add(self.settings.live_group_by)
+            self._keys_for, self._keys_list = routes, sorted(keys)
+        return self._keys_list
 
     def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
         """Take one logs export: the GenAI events of runs being assembled."""
@@ -384,8 +441,11 @@ class LiveGrader:
         return ExportLogsPartialSuccess(rejected_log_records=rejected, error_message=_why(outcome))
 
     def _after(self, outcome: AddOutcome) -> None:
+        if self._timing is not None:
+            self._timing.arrived(r.key for r in (*outcome.complete, *outcome.open_touched))
+            self._timing.completed(r.key for r in outcome.complete)
         for name, count in outcome.counts.items():
-            self.metrics.spans.labels(name).inc(count)
+            self._child(self.metrics.spans, name).inc(count)
         for key, count in outcome.late_runs.items():
             self.metrics.late_traces.inc()
             log.warning(
@@ -399,7 +459,7 @@ class LiveGrader:
         if self.settings.early_verdicts:
             self._schedule_early(outcome.open_touched)
         self._update_gauges()
-        self._wake.set()
+        self._arm_timer()
 
     def _schedule_early(self, runs: list[Run]) -> None:
         """Runs due for an early check now, or (checked less than the interval ago) later:
@@ -455,23 +515,27 @@ class LiveGrader:
 
     # --- timers and grading -------------------------------------------------------------------
 
-    async def _timer(self) -> None:
-        """The one timer of every open run: sleep to the next deadline or the next change."""
-        while True:
-            deadline = self.assembler.next_deadline()
-            self._wake.clear()
-            if deadline is None:
-                await self._wake.wait()
-                continue
-            wait = deadline - time.monotonic()
-            if wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                continue
-            due = self.assembler.due(time.monotonic())
-            if due:
-                self._completed.put_nowait(due)
-                self._update_gauges()
+    def _arm_timer(self) -> None:
+        """Arm the one timer of every open run for the next settle time or idle timeout: a
+        loop callback at that time, moved only when a deadline comes earlier (a span only
+        pushes its run's later), so an export costs no wake-up and the deadline no task."""
+        deadline = self.assembler.next_deadline()
+        timer = self._timer
+        if deadline is None or self._closed or (timer is not None and timer.when() <= deadline):
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        due = self.assembler.due(time.monotonic())
+        if due:
+            if self._timing is not None:
+                self._timing.completed(r.key for r in due)
+            self._completed.put_nowait(due)
+            self._update_gauges()
+        self._arm_timer()
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -507,12 +571,19 @@ class LiveGrader:
                 continue
             trip = self._trip = Trip(runs)
             try:
-                await loop.run_in_executor(self._grading, self._grade, trip, routes)
+                await self._run_trip(trip, routes)
             except Exception:
                 log.exception("live grading failed for %d runs", len(runs))
             # Cancelled (the drain abandoned it): the drain closes the trip.
             self._trip = None
             self._close_trip(trip)
+
+    async def _run_trip(self, trip: Trip, routes: Any) -> None:
+        if len(trip.runs) <= _INLINE_RUNS and self._deadline is None and not self._reloading:
+            self._grade(trip, routes)
+        else:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._grading, self._grade, trip, routes)
 
     def _close_trip(self, trip: Trip) -> None:
         """On the loop: publish what the thread committed; the runs it did not are counted,
@@ -529,7 +600,8 @@ class LiveGrader:
             self._drop(run, "error")
 
     def _grade(self, trip: Trip, routes: Any) -> None:
-        """On the grading thread: map, route and grade the trip's runs (all at once; one by one
+        """On the grading thread (on the loop for a small trip): map, route and grade the trip's
+        runs (all at once; one by one
         once the drain has begun, so that its deadline falls between two runs) and commit each
         (one failing run is logged and counted, and the others go on)."""
         step = len(trip.runs) if self._deadline is None else 1
@@ -747,12 +819,18 @@ class LiveGrader:
             self.hub.dropped = 0
 
     def _publish(self, results: list[LiveResult]) -> None:
+        if self._timing is not None:
+            self._timing.published(r.run_key for r in results)
         counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        watched = len(self.hub) > 0
         for result in results:
             self._count(result, counts)
-            outcome = result.outcome
-            verdict = outcome.result.verdict if outcome.WhichOneof("outcome") == "result" else 0
-            self.hub.publish(Published(result.suite_id, verdict, result.service, result.response()))
+            if watched:  # the message only for watchers
+                outcome = result.outcome
+                verdict = outcome.result.verdict if outcome.HasField("result") else 0
+                self.hub.publish(
+                    Published(result.suite_id, verdict, result.service, result.response())
+                )
         for (metric, *labels), count in counts.items():
             self._child(metric, *labels).inc(count)
         self._note_watchers()
@@ -799,7 +877,11 @@ class LiveGrader:
         while True:
             await asyncio.sleep(self.settings.routes_poll_s)
             # Compiling suite files can take a while: not on the loop.
-            result = await loop.run_in_executor(self._grading, self.routes.reload)
+            self._reloading = True
+            try:
+                result = await loop.run_in_executor(self._grading, self.routes.reload)
+            finally:
+                self._reloading = False
             if result != "unchanged":
                 self.metrics.routes_reloads.labels(result).inc()
 

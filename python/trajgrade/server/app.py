@@ -39,6 +39,8 @@ log = logging.getLogger("trajgrade.server")
 _QUIET_S = 0.1
 _MAX_SETTLE_S = 5.0
 _STOP_GRACE_S = 0.2
+# GIL switch interval of a serving process (see serve_until_signalled).
+_SWITCH_INTERVAL_S = 0.0005
 
 # Exit codes of `trajgrade serve` (docs/server.md, "Shutdown"): drained; accepted calls cut
 # at the grace period's end, or the server failed; a bad configuration; drained, but live
@@ -378,6 +380,10 @@ async def serve_until_signalled(settings: Settings, early: list[int] | None = No
     # made (scanning it all took tens of ms, with the loop stopped: a live result's p99).
     gc.collect()
     gc.freeze()
+    # The loop and the live grading thread hand the GIL back and forth several times per
+    # trip (each core call releases it); with Python's default 5 ms switch interval a thread
+    # waiting for it while the loop runs Python waits up to 5 ms, a live result's whole budget.
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
