@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -227,6 +228,40 @@ async def test_sigterm_drain_is_bounded_by_the_grace_period(
         assert unsent == records, tail
     else:
         assert queue_size <= unsent <= min(records, queue_size + batch_size), (records, tail)
+
+
+@pytest.mark.parametrize("inline_bytes", [256 * 1024, 1], ids=["small", "over the bytes"])
+async def test_small_trips_are_graded_on_the_loop_and_large_ones_on_the_thread(
+    make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch, inline_bytes: int
+) -> None:
+    """A trip of a few small runs is graded on the loop (no hand-off to the grading thread and
+    back); a trip over --inline-grade-bytes goes to the grading thread, so the loop, which
+    serves every other caller, never holds a large run's mapping and grading."""
+    live = await make_live(inline_grade_bytes=inline_bytes)
+    grader = live.server.live
+    threads: list[str] = []
+    grade_runs = grader._grade_runs
+
+    def spy(runs: list[Run], routes: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return grade_runs(runs, routes)
+
+    monkeypatch.setattr(grader, "_grade_runs", spy)
+    runs = by_trace(span_items(spans_file)).values()
+    for items in runs:
+        await live.export(export_request(items))
+
+    def graded() -> float:
+        done = "trajgrade_live_traces_assembled_total"
+        return sum(live.metric(done, completion=c) for c in ("settled", "end_marker"))
+
+    await eventually(lambda: graded() == len(runs), what="both runs graded")
+    assert threads
+    on_loop = threading.current_thread().name
+    if inline_bytes > 1:
+        assert set(threads) == {on_loop}
+    else:
+        assert all(name.startswith("trajgrade-live") for name in threads), threads
 
 
 async def test_worker_busy_past_the_deadline_accounts_for_every_run(

@@ -56,6 +56,9 @@ _RUNS_PER_TRIP = 128
 # than on the grading thread: its two hand-offs (a wake-up of another thread, then of the
 # loop, and the GIL handed over each way) cost milliseconds on a busy machine.
 _INLINE_RUNS = 16
+# ... and of at most the server's --inline-grade-bytes of spans and events (0: never), as
+# for a unary batch: a run's mapping and grading work grows with its size, and the loop also
+# serves every other caller (GradeTrace, the exporters), so a large trip goes to the thread.
 _VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
 _STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
 
@@ -579,7 +582,10 @@ class LiveGrader:
             self._close_trip(trip)
 
     async def _run_trip(self, trip: Trip, routes: Any) -> None:
-        if len(trip.runs) <= _INLINE_RUNS and self._deadline is None and not self._reloading:
+        small = len(trip.runs) <= _INLINE_RUNS and sum(r.size for r in trip.runs) <= (
+            self.settings.inline_grade_bytes
+        )
+        if small and self._deadline is None and not self._reloading:
             self._grade(trip, routes)
         else:
             loop = asyncio.get_running_loop()

@@ -383,7 +383,9 @@ async def serve_until_signalled(settings: Settings, early: list[int] | None = No
     # The loop and the live grading thread hand the GIL back and forth several times per
     # trip (each core call releases it); with Python's default 5 ms switch interval a thread
     # waiting for it while the loop runs Python waits up to 5 ms, a live result's whole budget.
-    sys.setswitchinterval(_SWITCH_INTERVAL_S)
+    # Only with the live receiver on: a plain server's threads keep Python's default.
+    if settings.live_enabled:
+        sys.setswitchinterval(_SWITCH_INTERVAL_S)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals = 0
