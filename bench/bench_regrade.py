@@ -5,7 +5,9 @@ so the "core" row here is the figure bench_core measures. Beside the regrade run
 table gives what the input format costs by itself, in-process on the same files: reading
 alone (JSONL lines; Parquet batches; Parquet batches + the buffers handed to the core) and the
 core grading input already in memory (JSONL lines; Parquet batches), the "same-format core"
-each regrade row is also compared with. Usage:
+each regrade row is also compared with. The Parquet yardstick is the core over exactly the
+batches a regrade grades: `iter_batches` with the regrade's chunk size (CHUNK), the file's
+own string and list types (no views), batches not spanning row groups. Usage:
 
     python bench/bench_regrade.py                         # quick: 20k and 50k traces
     python bench/bench_regrade.py --sizes 100000,1000000  # `make bench-regrade`

@@ -221,14 +221,6 @@ def arrow_table_from_columns(rows: int, columns: dict[str, bytes | None]) -> pa.
     return pa.Table.from_batches([batch], schema=schema)
 
 
-def _release_unused() -> None:
-    """Hand Arrow's freed buffers back to the OS, so peak RSS does not creep with run length
-    (the default mimalloc pool otherwise keeps them)."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    pa.default_memory_pool().release_unused()
-
-
 class PartWriter:
     """The rows appended to a Parquet output since its last commit, kept durably as one Arrow
     IPC file (lz4: a fraction of the disk writes of uncompressed buffers, for little CPU): the
@@ -266,6 +258,25 @@ def part_tables(path: Path) -> Iterator[pa.Table]:
             yield pa.Table.from_batches([reader.get_batch(index)])
 
 
+# The output's columns (Parquet paths) given dictionaries and min/max statistics: all but
+# those whose values are mostly distinct (ids, reasons, error fields), where both cost CPU
+# and save nothing: the writer's CPU 9% lower (100k rows, 5 rounds), the file 6% larger.
+_INDEXED = [
+    "suite_id",
+    "verdict",
+    "score",
+    "soft_failures",
+    "results.list.element.name",
+    "results.list.element.status",
+    "results.list.element.severity",
+    "results.list.element.reason_code",
+    "results.list.element.positions.list.element",
+    "results.list.element.score",
+    "mean_score",
+    "error.reason_code",
+]
+
+
 class ParquetOutput:
     """The Parquet output file being written: one row group per chunk, appended as the chunks
     are graded, so no row is encoded twice. The file has no footer until close()."""
@@ -273,12 +284,13 @@ class ParquetOutput:
     def __init__(self, path: Path) -> None:
         import pyarrow.parquet as pq  # noqa: PLC0415
 
-        self._writer = pq.ParquetWriter(path, arrow_schema())
+        self._writer = pq.ParquetWriter(
+            path, arrow_schema(), use_dictionary=_INDEXED, write_statistics=_INDEXED
+        )
         self._path = path
 
     def write(self, table: pa.Table) -> None:
         self._writer.write_table(table)
-        _release_unused()
 
     def close(self) -> None:
         """Write the footer and make the file durable (fsync)."""

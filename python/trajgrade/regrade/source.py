@@ -286,23 +286,23 @@ def _batches(
     """The record batches of these row groups, one row group at a time.
 
     Peak RSS stays flat however many row groups the file has: a fresh reader per row group
-    (one long-lived reader's decode buffers keep growing), and Arrow's pool (mimalloc by
-    default) hands freed buffers back after every batch. Batches do not span row groups.
+    (one long-lived reader's decode buffers keep growing). Arrow's pool keeps the buffers
+    freed by one batch for the next: handing them back to the OS after every batch
+    (release_unused) made every batch fault in and zero its ~8 MB of strings again: a third
+    of a parquet → parquet run's CPU at 100k traces (with the output's, 4.99 s → 3.33 s),
+    for 234 rather than 310 MiB of peak RSS, which stays flat from 100k to 1M traces either
+    way. Batches do not span row groups.
     Decoded on this thread (use_threads=False): the grading pool already has every core, and
     Arrow's own threads on top cost more than they give (parquet → jsonl 1.4x faster at 100k
     traces, 3 interleaved rounds).
     """
-    import pyarrow as pa  # noqa: PLC0415  (optional dependency)
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
-    pool = pa.default_memory_pool()
     for group in groups:
         reader = pq.ParquetFile(path)
-        for batch in reader.iter_batches(
+        yield from reader.iter_batches(
             batch_size=chunk_size, row_groups=[group], columns=columns, use_threads=False
-        ):
-            pool.release_unused()
-            yield batch
+        )
         reader.close()
 
 
