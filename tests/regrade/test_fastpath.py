@@ -1,4 +1,5 @@
-"""Parquet rows as JSON lines (arrowjson) against the row-by-row reference."""
+"""Parquet rows as JSON lines (arrowjson) against the reference decoder (json_format) of the
+rows' Python values."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from google.protobuf import json_format
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import regrade
 from trajgrade.regrade.arrowjson import json_lines
-from trajgrade.regrade.tracejson import trace_bytes, trace_bytes_from_dict
+from trajgrade.v1 import trace_pb2
 
 
 def test_parquet_rows_as_json_lines(tmp_path: Path, workload: dict[str, Path]) -> None:
@@ -34,7 +36,8 @@ def test_parquet_rows_as_json_lines(tmp_path: Path, workload: dict[str, Path]) -
     assert lines is not None
     for row, line in zip(batch.to_pylist(), lines, strict=True):
         row["metadata"] = dict(row["metadata"] or [])
-        assert trace_bytes(line) == trace_bytes_from_dict(row)
+        from_line = json_format.Parse(line, trace_pb2.Trace())
+        assert from_line == json_format.ParseDict(row, trace_pb2.Trace())
     sliced = json_lines(batch.slice(1))
     assert sliced == lines[1:]
     path = tmp_path / "t.parquet"

@@ -1,6 +1,6 @@
 """SPEC v2 columns (§10) of the native Parquet schema through every regrade path: the importer
 writes and reads them, and the Arrow-buffer path (arrowcols), the JSON-lines path (arrowjson)
-and the row-by-row path (tracejson) give the same traces and the same rows."""
+and the reference decoder (protobuf's json_format) give the same traces and the same rows."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from trajgrade.importers import parquet
 from trajgrade.importers.report import ImportReport
 from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
-from trajgrade.regrade.tracejson import TraceJsonError, trace_bytes, trace_bytes_from_dict
+from trajgrade.regrade.source import ReadFailure, batch_traces
 from trajgrade.v1 import suite_pb2, trace_pb2
 
 SECOND = 1_000_000_000
@@ -96,9 +96,15 @@ def suite() -> _core.CompiledSuite:
 
 
 def _row_path(row: dict[str, Any]) -> bytes:
+    """A row's Python value read by the reference decoder."""
     row = dict(row)
     row["metadata"] = dict(row.get("metadata") or [])
-    return trace_bytes_from_dict(row)
+    return json_format.ParseDict(row, trace_pb2.Trace()).SerializeToString(deterministic=True)
+
+
+def _line_path(line: bytes) -> bytes:
+    """A JSON line read by the reference decoder."""
+    return json_format.Parse(line, trace_pb2.Trace()).SerializeToString(deterministic=True)
 
 
 def _reference_rows(suite: _core.CompiledSuite, batch: pa.RecordBatch) -> list[bytes]:
@@ -117,7 +123,12 @@ def test_every_path_reads_the_v2_columns_alike(suite: _core.CompiledSuite, large
     lines = json_lines(batch)
     assert lines is not None
     for row, line in zip(batch.to_pylist(), lines, strict=True):
-        assert trace_bytes(line) == _row_path(row)
+        assert _line_path(line) == _row_path(row)
+    # What a server or Ray is sent for the batch: the same traces.
+    sent = batch_traces(batch, "t", 1)
+    assert [trace_pb2.Trace.FromString(b) for b in sent if isinstance(b, bytes)] == [
+        trace_pb2.Trace.FromString(_row_path(row)) for row in batch.to_pylist()
+    ]
     assert arrowcols.columns(batch) is not None
     expected = _reference_rows(suite, batch)
     assert bench.grade_json_traces_to_json(suite, lines) == expected
@@ -169,13 +180,17 @@ def test_importer_round_trip_and_regrade_from_buffers(
 def test_out_of_range_values_are_errors_on_every_path(column: str, values: pa.Array) -> None:
     batch = pa.RecordBatch.from_arrays([pa.array(["t"]), values], names=["id", "calls"])
     assert arrowcols.columns(batch) is None
-    # The JSON line carries the value as it is and is refused as the row is, naming the field.
+    # The JSON line carries the value as it is and is refused as the row is (the reference
+    # decoder names the field), and the core refuses it: an error row, not a wrapped number.
     lines = json_lines(batch)
     assert lines is not None
-    with pytest.raises(TraceJsonError, match=column):
-        trace_bytes(lines[0])
-    with pytest.raises(TraceJsonError, match=column):
-        trace_bytes_from_dict(batch.to_pylist()[0])
+    with pytest.raises(json_format.ParseError, match=column):
+        _line_path(lines[0])
+    with pytest.raises(json_format.ParseError, match=column):
+        _row_path(batch.to_pylist()[0])
+    (failure,) = batch_traces(batch, "t.parquet", 1)
+    assert isinstance(failure, ReadFailure)
+    assert (failure.trace_id, failure.field) == ("t", "t.parquet:row 1")
 
 
 def test_model_call_costs_and_tokens_outside_the_fast_forms() -> None:

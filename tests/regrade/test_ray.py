@@ -75,6 +75,8 @@ def local_ray(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[None]:
         _clean_up_failed_start()
         if not retry or attempt == STARTUP_ATTEMPTS:
             pytest.fail(f"Ray did not start (attempt {attempt} of {STARTUP_ATTEMPTS}): {error}")
+    # The engine's settings (quiet logs, Ray Data's order kept) whatever test runs first.
+    ray_engine.init()
     yield
     ray.shutdown()
 
@@ -169,16 +171,25 @@ def test_ray_refuses_importer_formats(workload: dict[str, Path], tmp_path: Path)
 
 
 @pytest.mark.usefixtures("local_ray")
-def test_ray_trace_dataset_api(workload: dict[str, Path], tmp_path: Path) -> None:
-    """read_traces + grade_dataset (the composable form) give the local engine's rows."""
+@pytest.mark.parametrize("source", ["clean", "parquet", "jsonl"])
+def test_ray_trace_dataset_api(workload: dict[str, Path], tmp_path: Path, source: str) -> None:
+    """read_traces + grade_dataset (the composable form) give the local engine's rows, the
+    records decoded by the core as there: a bad line's error row has the local message, its
+    field the file's name (a line's number is not known to a Ray Data batch)."""
     payload = suite_bytes(workload["suite"])
     dataset = ray_engine.grade_dataset(
-        ray_engine.read_traces([str(workload["clean"])]), payload, batch_size=100
+        ray_engine.read_traces([str(workload[source])]), payload, batch_size=100
     )
     rows = [row for batch in ray_engine._batches(dataset) for row in batch.to_pylist()]
-    clean = tmp_path / "clean.jsonl"
-    regrade([str(workload["clean"])], workload["suite"], str(clean))
-    assert rows == list(read_rows(str(clean)))
+    local = tmp_path / "local.jsonl"
+    regrade([str(workload[source])], workload["suite"], str(local))
+    expected = list(read_rows(str(local)))
+    if source == "jsonl":
+        (bad,) = [i for i, row in enumerate(expected) if row["error"] is not None]
+        assert expected[bad]["error"]["field"] == "traces.jsonl:line 102"
+        assert rows[bad]["error"]["field"] == "traces.jsonl"
+        rows[bad]["error"]["field"] = expected[bad]["error"]["field"]
+    assert rows == expected
 
 
 @pytest.mark.usefixtures("local_ray")

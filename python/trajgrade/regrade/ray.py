@@ -25,14 +25,8 @@ from trajgrade.regrade.raysource import (
     record_table,
 )
 from trajgrade.regrade.resume import RunState
-from trajgrade.regrade.source import InputFile, Position, resolve_inputs
+from trajgrade.regrade.source import InputFile, Position, ReadFailure, batch_traces, resolve_inputs
 from trajgrade.regrade.summary import Summary
-from trajgrade.regrade.tracejson import (
-    TraceJsonError,
-    peek_trace_id,
-    trace_bytes,
-    trace_bytes_from_dict,
-)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -177,25 +171,28 @@ def _with_jsonl(rows: bytes) -> pa.Table:
 
 
 def _decode_text(batch: pa.Table) -> pa.Table:
-    """JSONL lines → a `trace` column (bytes) or the line's failure."""
+    """JSONL lines → a `trace` column (bytes) or the line's failure, decoded by the core as
+    the local engine decodes them (blank lines are no traces, as there); a failure's field is
+    the file's name (a line's number in its file is not known here)."""
     import pyarrow as pa  # noqa: PLC0415
 
     traces: list[bytes | None] = []
     failures: list[dict[str, str] | None] = []
     paths = batch.column("path").to_pylist() if "path" in batch.column_names else None
-    for i, line in enumerate(batch.column("text").to_pylist()):
-        try:
-            traces.append(trace_bytes(line))
-            failures.append(None)
-        except TraceJsonError as exc:
-            name = Path(paths[i]).name if paths else "input"
-            traces.append(None)
-            failures.append({"trace_id": peek_trace_id(line), "field": name, "message": str(exc)})
+    for i, text in enumerate(batch.column("text").to_pylist()):
+        line = text.encode() if isinstance(text, str) else bytes(text)
+        if not line.strip():
+            continue
+        name = Path(paths[i]).name if paths else "input"
+        (item,) = _core.jsonl_traces(line, 0, len(line), name, 1, "trace")
+        _add(traces, failures, item if isinstance(item, bytes) else ReadFailure(*item), name)
     return _decoded(pa, traces, failures)
 
 
 def _decode_rows(batch: pa.Table) -> pa.Table:
-    """Parquet trace rows (native columns, or a binary `trace` column) → `trace` column."""
+    """Parquet trace rows (native columns, or a binary `trace` column) → `trace` column, read
+    by the core as the local engine reads them (source.batch_traces); a failure's field is
+    `input` (a row's file and number are not known here)."""
     import pyarrow as pa  # noqa: PLC0415
 
     if "trace" in batch.column_names:
@@ -203,17 +200,26 @@ def _decode_rows(batch: pa.Table) -> pa.Table:
         return _decoded(pa, traces, [None] * len(traces))
     decoded: list[bytes | None] = []
     failures: list[dict[str, str] | None] = []
-    for raw in batch.to_pylist():
-        if isinstance(raw.get("metadata"), list):
-            raw["metadata"] = dict(raw["metadata"])
-        try:
-            decoded.append(trace_bytes_from_dict(raw))
-            failures.append(None)
-        except TraceJsonError as exc:
-            trace_id = raw.get("id") if isinstance(raw.get("id"), str) else ""
-            decoded.append(None)
-            failures.append({"trace_id": trace_id, "field": "input", "message": str(exc)})
+    for part in batch.to_batches():
+        for item in batch_traces(part, "input", 1):
+            _add(decoded, failures, item, "input")
     return _decoded(pa, decoded, failures)
+
+
+def _add(
+    traces: list[bytes | None],
+    failures: list[dict[str, str] | None],
+    item: bytes | ReadFailure,
+    field: str,
+) -> None:
+    """One decoded record: its Trace bytes, or its failure (trace id, the given field, the
+    core's message)."""
+    if isinstance(item, bytes):
+        traces.append(item)
+        failures.append(None)
+    else:
+        traces.append(None)
+        failures.append({"trace_id": item.trace_id, "field": field, "message": item.message})
 
 
 def _decoded(

@@ -14,10 +14,6 @@ from trajgrade import _core
 from trajgrade.importers import NATIVE_TRACE_KEYS
 from trajgrade.regrade import arrowcols
 from trajgrade.regrade.arrowjson import json_lines
-from trajgrade.regrade.tracejson import (
-    TraceJsonError,
-    trace_bytes_from_dict,
-)
 
 if TYPE_CHECKING:
     from trajgrade._core import JsonlBlock
@@ -377,7 +373,15 @@ def _parquet(
             ]
             yield ItemsChunk(items=items, end=end, bytes_read=read)
         else:
-            yield ItemsChunk(items=_parquet_items(part, name, first), end=end, bytes_read=read)
+            yield ItemsChunk(items=_row_items(part, name, first), end=end, bytes_read=read)
+
+
+def batch_traces(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
+    """A record batch's rows (row `first` on, of file `name`) as `Trace` bytes for a server
+    or a Ray pipeline, read as the local engine reads them; see _server_items."""
+    buffers = arrowcols.columns(part)
+    lines = json_lines(part) if buffers is None else None
+    return _server_items(part, buffers, lines, name, first)
 
 
 def _server_items(
@@ -389,25 +393,31 @@ def _server_items(
 ) -> list[bytes | ReadFailure]:
     """A batch as `Trace` bytes for a server, read as the local engine reads it: by the core
     from its Arrow buffers, or from its rows as JSON lines (an unreadable row as the local
-    engine's `file:row N` error row), else row by row."""
+    engine's `file:row N` error row), else row by row (_row_items)."""
     if buffers is not None:
         return list(_core.arrow_traces(part.num_rows, buffers))
     if lines is None:
-        return _parquet_items(part, name, first)
+        return _row_items(part, name, first)
     block = b"\n".join(lines) + b"\n"
     decoded = _core.jsonl_traces(block, 0, len(block), name, first, "row")
     return [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
 
 
-def _parquet_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
-    """A batch in a layout the core does not read, decoded row by row (row `first` on)."""
+def _row_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
+    """A batch in a layout neither the core's Arrow reader nor arrowjson takes, row by row
+    (row `first` on): each row's Python value as a JSON line, decoded by the core (so its
+    error row is the core's, as for any other row); a row holding a value JSON cannot
+    (bytes, a timestamp) is an error row naming it."""
     items: list[bytes | ReadFailure] = []
     for number, record in enumerate(part.to_pylist(), start=first):
         try:
-            items.append(trace_bytes_from_dict(_parquet_row(record)))
-        except TraceJsonError as exc:
+            line = json.dumps(_parquet_row(record), ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
             trace_id = record.get("id") if isinstance(record.get("id"), str) else ""
-            items.append(ReadFailure(trace_id, f"{name}:row {number}", str(exc)))
+            items.append(ReadFailure(trace_id, f"{name}:row {number}", f"not trace JSON: {exc}"))
+            continue
+        (item,) = _core.jsonl_traces(line, 0, len(line), name, number, "row")
+        items.append(item if isinstance(item, bytes) else ReadFailure(*item))
     return items
 
 
