@@ -324,16 +324,34 @@ class Server:
             self.process.wait()
 
 
-def _ready(port: int, timeout: float = 60.0) -> None:
+class ServerExitedError(RuntimeError):
+    """A server process ended before it listened (e.g. its port was taken meanwhile)."""
+
+
+def _ready(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """Wait until the server of `process` listens on `port`; at once if the process ended."""
+    deadline = time.monotonic() + timeout
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        grpc.channel_ready_future(channel).result(timeout=timeout)
+        ready = grpc.channel_ready_future(channel)
+        while True:
+            try:
+                ready.result(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                if process.poll() is not None:
+                    raise ServerExitedError(f"exit code {process.returncode}") from None
+                if time.monotonic() > deadline:
+                    raise
 
 
 def start_floor() -> Server:
     port = free_port()
     process = subprocess.Popen([sys.executable, __file__, "--floor-server", str(port)])
-    _ready(port)
+    _ready(port, process)
     return Server(process, port)
+
+
+START_ATTEMPTS = 3
 
 
 def start_trajgrade(
@@ -346,7 +364,26 @@ def start_trajgrade(
     timing: Path | None = None,
 ) -> Server:
     """A `trajgrade serve` process; with `sink`, its JSONL results sink; with `timing`, its
-    per-run debug timing (trajgrade/live/timing.py) written there when it stops."""
+    per-run debug timing (trajgrade/live/timing.py) written there when it stops. A start
+    whose process ends before it listens (a port free when picked, taken before the server
+    bound it) is tried again on new ports; the third failure raises with the server's log."""
+    failure = ServerExitedError("not started")
+    for _ in range(START_ATTEMPTS):
+        try:
+            return _start_trajgrade(workdir, settle_s, early, late_window_s, sink, timing)
+        except ServerExitedError as exc:
+            failure = exc
+    raise RuntimeError(f"trajgrade serve did not start in {START_ATTEMPTS} attempts: {failure}")
+
+
+def _start_trajgrade(  # noqa: PLR0917 - start_trajgrade's arguments, passed on
+    workdir: Path,
+    settle_s: float,
+    early: bool,
+    late_window_s: float | None,
+    sink: Path | None,
+    timing: Path | None,
+) -> Server:
     otlp_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     trajgrade = Path(sys.executable).with_name("trajgrade")
     command = [
@@ -367,10 +404,16 @@ def start_trajgrade(
     env = dict(os.environ)
     if timing is not None:
         env["TRAJGRADE_LIVE_TIMING"] = str(timing)
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env=env)
+    log = workdir / f"serve-{grpc_port}.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(command, stderr=stderr, env=env)
     server = Server(process, otlp_port, grpc_port, metrics_port, sink)
-    _ready(grpc_port)
-    _ready(otlp_port)
+    try:
+        _ready(grpc_port, process)
+        _ready(otlp_port, process)
+    except ServerExitedError as exc:
+        tail = log.read_text(encoding="utf-8", errors="replace")[-2000:]
+        raise ServerExitedError(f"{exc}; its log ends:\n{tail}") from None
     return server
 
 

@@ -131,7 +131,7 @@ async def test_bad_items_do_not_disturb_siblings_in_unary_batches(
     gated.gate.clear()
     big = trace_pb2.Trace(id="big", calls=[trace_pb2.ToolCall(name="f")] * 4)
     blocker = asyncio.create_task(server.grade(request_for(small[0])))
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     good = [asyncio.create_task(server.grade(request_for(c))) for c in small[1:6]]
     bad = asyncio.create_task(server.grade(g.GradeTraceRequest(trace=big, suite=small[0].suite)))
     unknown = asyncio.create_task(
@@ -161,7 +161,7 @@ async def test_deadline_passed_in_queue_is_deadline_exceeded_and_never_graded(
     server = await make_server(grader=gated, executor_threads=1)
     gated.gate.clear()
     blocker = asyncio.create_task(server.grade(request_for(valid_cases[0])))
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await server.grade(request_for(valid_cases[1]), timeout=0.2)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

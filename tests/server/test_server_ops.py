@@ -75,7 +75,7 @@ async def test_drain_finishes_queued_work_refuses_new_and_goes_not_serving(
     health = health_pb2_grpc.HealthStub(server.channel)
     gated.gate.clear()
     accepted = [asyncio.create_task(server.grade(request_for(c))) for c in valid_cases[:12]]
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     await asyncio.sleep(0.1)  # every call is queued or in the core now
     drain = asyncio.create_task(server.server.shutdown(grace=10))
     await asyncio.sleep(0.1)

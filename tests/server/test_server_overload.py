@@ -88,7 +88,9 @@ async def test_max_concurrent_rpcs_refuses_with_resource_exhausted_instead_of_qu
     server = await make_server(grader=gated, max_concurrent_rpcs=3, retry_after_ms=400)
     gated.gate.clear()
     held = [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in range(3)]
-    await asyncio.to_thread(gated.entered.wait, 5)
+    # The blocker holds the grading thread before anything else is sent (on a loaded machine
+    # it can take seconds; the requests after it must find it there).
+    assert await asyncio.to_thread(gated.entered.wait, 60)
     await asyncio.sleep(0.1)
     # grpc.aio's own cap would make these wait in gRPC's backlog (and be CANCELLED there).
     for i in range(5):
@@ -126,7 +128,9 @@ async def test_stream_with_nothing_in_flight_waits_for_room_instead_of_failing(
     server = await make_server(grader=gated, executor_threads=1, max_queue_size=2)
     gated.gate.clear()
     blocker = asyncio.create_task(server.grade(request_for(valid_cases[0])))
-    await asyncio.to_thread(gated.entered.wait, 5)
+    # The blocker holds the grading thread before anything else is sent (on a loaded machine
+    # it can take seconds; the requests after it must find it there).
+    assert await asyncio.to_thread(gated.entered.wait, 60)
     # One more than the queue holds: the collector holds the next item while it waits for the
     # grading thread.
     queued = [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in (1, 2, 3)]
@@ -165,7 +169,9 @@ async def test_stream_waiting_for_room_ends_unavailable_on_drain(
     server = await make_server(grader=gated, executor_threads=1, max_queue_size=1)
     gated.gate.clear()
     blocker = asyncio.create_task(server.grade(request_for(valid_cases[0])))
-    await asyncio.to_thread(gated.entered.wait, 5)
+    # The blocker holds the grading thread before anything else is sent (on a loaded machine
+    # it can take seconds; the requests after it must find it there).
+    assert await asyncio.to_thread(gated.entered.wait, 60)
     queued = [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in (1, 2)]
     while not server.server.batcher.full():
         await asyncio.sleep(0.01)

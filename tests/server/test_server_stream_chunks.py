@@ -233,7 +233,7 @@ async def test_next_chunk_is_read_while_one_grades_and_read_ahead_is_bounded(
     gated.gate.clear()
     messages = [chunk_message(c, inline(case) if k == 0 else b"") for k, c in enumerate(chunks)]
     answers = asyncio.ensure_future(_collect(server.raw_stream()(_messages(messages))))
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     await asyncio.sleep(0.3)
     # Chunk 1 is in the core and chunk 2 was read and handed to the core meanwhile (the
     # pipeline); chunks 3 and 4 stay unread: 20 traces in flight is over the window of 10.
@@ -260,7 +260,7 @@ async def test_deadline_passed_while_a_chunk_waits_ends_the_stream(
     blocker = asyncio.create_task(
         server.grade(g.GradeTraceRequest(trace=case.trace, suite=case.suite))
     )
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     message = chunk_message(_traces(case, 5), inline(case))
     with pytest.raises(grpc.aio.AioRpcError) as err:
         _ = [a async for a in server.raw_stream()(_messages([message]), timeout=0.3)]
@@ -293,7 +293,7 @@ async def test_drain_finishes_the_chunk_in_flight_then_refuses_the_next(
             answers.append(bytes(answer))
 
     reading = asyncio.create_task(read())
-    await asyncio.to_thread(gated.entered.wait, 5)
+    assert await asyncio.to_thread(gated.entered.wait, 60)  # the grading thread is held
     drain = asyncio.create_task(server.server.shutdown(grace=10))
     await asyncio.sleep(0.1)
     feed.put_nowait(chunk_message(traces[20:]))  # arrives while draining: refused
