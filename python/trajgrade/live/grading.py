@@ -42,6 +42,7 @@ from trajgrade.live.writeback import LogWriter, now_ns, records
 from trajgrade.server.metrics import LiveMetrics
 from trajgrade.server.settings import Settings
 from trajgrade.v1 import grader_service_pb2, result_pb2
+from trajgrade.wire import LENGTH_DELIMITED, encode_varint, length_delimited
 
 log = logging.getLogger("trajgrade.live")
 
@@ -100,8 +101,8 @@ class LiveResult:
         tag = _RESPONSE_TAG.get(raw[:1])
         if tag is not None:
             head = _response_head(self.suite_id, self.service, self.cut_off, self.completion)
-            key = self.run_key.encode()
-            return b"\x0a" + _varint(len(key)) + key + head + tag + raw[1:]
+            key = length_delimited(_RUN_KEY_FIELD, self.run_key.encode())
+            return key + head + tag + raw[1:]
         message = grader_service_pb2.WatchResultsResponse(
             trace_id=self.run_key,
             suite_id=self.suite_id,
@@ -118,7 +119,7 @@ class LiveResult:
 
 def _len_tag(message: Any, field: str) -> bytes:
     """A length-delimited field's tag (one byte: field numbers below 16)."""
-    return bytes([message.DESCRIPTOR.fields_by_name[field].number << 3 | 2])
+    return encode_varint(message.DESCRIPTOR.fields_by_name[field].number << 3 | LENGTH_DELIMITED)
 
 
 # A TraceOutcome's one field (result or error) -> the same field's tag in WatchResultsResponse.
@@ -126,15 +127,9 @@ _RESPONSE_TAG = {
     _len_tag(result_pb2.TraceOutcome, name): _len_tag(grader_service_pb2.WatchResultsResponse, name)
     for name in ("result", "error")
 }
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_RUN_KEY_FIELD = grader_service_pb2.WatchResultsResponse.DESCRIPTOR.fields_by_name[
+    "trace_id"
+].number
 
 
 @functools.lru_cache(maxsize=1024)
@@ -607,9 +602,9 @@ class LiveGrader:
 
     def _grade(self, trip: Trip, routes: Any) -> None:
         """On the grading thread (on the loop for a small trip): map, route and grade the trip's
-        runs (all at once; one by one
-        once the drain has begun, so that its deadline falls between two runs) and commit each
-        (one failing run is logged and counted, and the others go on)."""
+        runs (all at once; one by one once the drain has begun, so that its deadline falls
+        between two runs) and commit each (one failing run is logged and counted, and the
+        others go on)."""
         step = len(trip.runs) if self._deadline is None else 1
         for start in range(0, len(trip.runs), step):
             if self._deadline is not None and time.monotonic() >= self._deadline:

@@ -25,7 +25,14 @@ from trajgrade.regrade.raysource import (
     record_table,
 )
 from trajgrade.regrade.resume import RunState
-from trajgrade.regrade.source import InputFile, Position, ReadFailure, batch_traces, resolve_inputs
+from trajgrade.regrade.source import (
+    InputFile,
+    Position,
+    ReadFailure,
+    batch_traces,
+    jsonl_items,
+    resolve_inputs,
+)
 from trajgrade.regrade.summary import Summary
 
 if TYPE_CHECKING:
@@ -184,8 +191,8 @@ def _decode_text(batch: pa.Table) -> pa.Table:
         if not line.strip():
             continue
         name = Path(paths[i]).name if paths else "input"
-        (item,) = _core.jsonl_traces(line, 0, len(line), name, 1, "trace")
-        _add(traces, failures, item if isinstance(item, bytes) else ReadFailure(*item), name)
+        (item,) = jsonl_items(line, 0, len(line), (name, 1, "trace"))
+        _add(traces, failures, item, name)
     return _decoded(pa, traces, failures)
 
 

@@ -39,6 +39,16 @@ class ReadFailure:
     message: str
 
 
+def jsonl_items(
+    data: bytes | mmap.mmap, start: int, end: int, origin: tuple[str, int, str]
+) -> list[bytes | ReadFailure]:
+    """The whole JSON lines data[start:end] decoded by the core (_core.jsonl_traces): each
+    line's `Trace` bytes, or its ReadFailure worded as the local engine's error row for the
+    origin (source, first, unit) of the lines."""
+    decoded = _core.jsonl_traces(data, start, end, *origin)
+    return [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
+
+
 @dataclass(frozen=True)
 class Position:
     """Where reading resumes: file index, offset in that file (bytes or rows), traces so far."""
@@ -263,9 +273,7 @@ def _jsonl(
     lines decoded and serialized by the core, an unreadable one with the field and message of
     the local engine's error row for it (`file:line N`, the core decoder's text)."""
     for chunk in _jsonl_block_chunks(file, index, offset, chunk_size, traces):
-        source, first, unit = chunk.origin()
-        decoded = _core.jsonl_traces(chunk.block, chunk.start, chunk.stop, source, first, unit)
-        items = [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
+        items = jsonl_items(chunk.block, chunk.start, chunk.stop, chunk.origin())
         yield items, chunk.end.offset, chunk.bytes_read
 
 
@@ -399,8 +407,7 @@ def _server_items(
     if lines is None:
         return _row_items(part, name, first)
     block = b"\n".join(lines) + b"\n"
-    decoded = _core.jsonl_traces(block, 0, len(block), name, first, "row")
-    return [item if isinstance(item, bytes) else ReadFailure(*item) for item in decoded]
+    return jsonl_items(block, 0, len(block), (name, first, "row"))
 
 
 def _row_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
@@ -416,8 +423,7 @@ def _row_items(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
             trace_id = record.get("id") if isinstance(record.get("id"), str) else ""
             items.append(ReadFailure(trace_id, f"{name}:row {number}", f"not trace JSON: {exc}"))
             continue
-        (item,) = _core.jsonl_traces(line, 0, len(line), name, number, "row")
-        items.append(item if isinstance(item, bytes) else ReadFailure(*item))
+        items += jsonl_items(line, 0, len(line), (name, number, "row"))
     return items
 
 
