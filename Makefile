@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
+# A CI run builds once from a clean clone: incremental caches only cost disk there (5 GB).
+ifneq ($(CI),)
+export CARGO_INCREMENTAL ?= 0
+endif
 # Tools installed in the venv (protoc plugins among them) come first.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 PROTO_FILES := $(wildcard proto/trajgrade/v1/*.proto)
@@ -222,6 +226,7 @@ check-vendored:
 STANDALONE_DIR ?= $(abspath rust/target/standalone-clone)
 .PHONY: check-standalone ## clone HEAD to a folder with nothing beside it; run the conformance and seed tests there
 check-standalone: | $(PY)
+	@df -h . | tail -1 | awk '{print "check-standalone: " $$4 " free on the disk of this clone"}'
 	rm -rf $(STANDALONE_DIR) && mkdir -p $(STANDALONE_DIR)
 	git clone -q --no-hardlinks . $(STANDALONE_DIR)/trajgrade
 	test ! -e $(STANDALONE_DIR)/shared

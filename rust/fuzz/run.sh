@@ -49,6 +49,11 @@ for t in "${targets[@]}"; do
     echo "fuzz $t: ok (${runs:-runs unknown})"
   fi
 done
+# The sanitizer-instrumented build is ~7 GB; a clean-clone CI run never reuses it, and the
+# later steps need the disk. FUZZ_KEEP_BUILD=1 keeps it; locally it is kept unless CI is set.
+if [ -n "${CI:-}" ] && [ -z "${FUZZ_KEEP_BUILD:-}" ]; then
+  rm -rf target/x86_64-unknown-linux-gnu target/release target/debug
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "!!! FUZZ FAILED: ${failed[*]} (inputs under $PWD/artifacts/)"
   exit 1
