@@ -6,14 +6,16 @@ are the production entry points; `trajgrade._core.bench` holds those only benchm
 call.
 """
 
+import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, TypeAlias, final
 
 from trajgrade._core import bench as bench
 from trajgrade.v1.result_pb2 import GradeResult
 from typing_extensions import Buffer
 
 __all__ = [
+    "ArrowBatch",
     "BlockMark",
     "CancelToken",
     "CancelledError",
@@ -26,6 +28,8 @@ __all__ = [
     "LazyGradeResult",
     "LimitExceededError",
     "Limits",
+    "ParquetBatches",
+    "ParquetTraces",
     "SuiteNotFoundError",
     "TrajgradeError",
     "__version__",
@@ -255,7 +259,7 @@ class Grader:
         self,
         suite: CompiledSuite,
         rows: int,
-        columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
+        columns: ArrowColumns,
         max_failing: int,
         source: str,
         first: int = 1,
@@ -323,6 +327,43 @@ def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
     (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""
 
+ArrowColumns: TypeAlias = (
+    Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]] | ArrowBatch
+)
+"""Arrow columns of native trace rows: pyarrow's buffers by column name (`arrowcols.columns`),
+or a batch read by ParquetTraces."""
+
+@final
+class ParquetTraces:
+    """A native-schema Parquet trace file read by the core (each batch decoded with the GIL
+    released). ValueError, with the reason, for a file it does not read exactly as pyarrow
+    does (another schema or type, an unbuilt codec): read that file with pyarrow."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    @property
+    def row_groups(self) -> list[int]:
+        """Rows of each row group, in file order."""
+    def batches(self, group: int, skip: int = 0, batch_size: int = 2048) -> ParquetBatches:
+        """Row group `group`'s rows from `skip` on, in batches of up to batch_size rows."""
+
+@final
+class ParquetBatches:
+    """One row group's batches; a page the reader cannot decode raises ValueError."""
+
+    def __iter__(self) -> ParquetBatches: ...
+    def __next__(self) -> ArrowBatch: ...
+
+@final
+class ArrowBatch:
+    """A record batch read by ParquetTraces, for grade_arrow_block and arrow_traces."""
+
+    @property
+    def num_rows(self) -> int: ...
+    @property
+    def unsupported(self) -> str | None:
+        """Why the core's Arrow path does not take this batch (a null struct in a list, a null
+        map entry): read its rows with pyarrow then; None when it does."""
+
 def jsonl_traces(
     data: Buffer, start: int, end: int, source: str, first: int, unit: str
 ) -> list[bytes | tuple[str, str, str]]:
@@ -332,7 +373,7 @@ def jsonl_traces(
 
 def arrow_traces(
     rows: int,
-    columns: Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]],
+    columns: ArrowColumns,
 ) -> list[bytes]:
     """Every row of a record batch in the native Parquet schema (`arrowcols.columns`'
     buffers, as `Grader.grade_arrow_block` takes them) as `Trace` bytes for a server: the

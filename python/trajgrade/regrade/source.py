@@ -140,8 +140,8 @@ class ArrowChunk(RawChunk):
     Grader.grade_arrow_block."""
 
     unit: str = "row"
-    batch: Any
-    columns: dict[str, arrowcols.Buffers]
+    batch: Any  # a pyarrow RecordBatch, or the core's ArrowBatch
+    columns: dict[str, arrowcols.Buffers] | _core.ArrowBatch
 
 
 Chunk: TypeAlias = ItemsChunk | LinesChunk | ArrowChunk
@@ -311,18 +311,35 @@ def _batches(
 
 
 def row_groups(meta: Any, offset: int, stop: int | None) -> tuple[list[int], int]:
-    """The row groups holding rows `offset` to `stop - 1` (None: to the end) and the first
-    row of the first one (the rows before `offset` in it are dropped by the reader)."""
+    """The row groups of pyarrow FileMetaData `meta` holding rows `offset` to `stop - 1`
+    (None: to the end) and the first row of the first one; see group_span."""
+    rows = [meta.row_group(group).num_rows for group in range(meta.num_row_groups)]
+    return group_span(rows, offset, stop)
+
+
+def group_span(rows: Sequence[int], offset: int, stop: int | None) -> tuple[list[int], int]:
+    """The row groups (of `rows[g]` rows each) holding rows `offset` to `stop - 1` (None: to
+    the end) and the first row of the first one (the rows before `offset` in it are dropped
+    by the reader)."""
     groups: list[int] = []
     row, start = 0, 0
-    for group in range(meta.num_row_groups):
-        rows = meta.row_group(group).num_rows
-        if row + rows > offset and (stop is None or row < stop):
+    for group, count in enumerate(rows):
+        if row + count > offset and (stop is None or row < stop):
             if not groups:
                 start = row
             groups.append(group)
-        row += rows
+        row += count
     return groups, start
+
+
+def _native_reader(path: str) -> _core.ParquetTraces | None:
+    """The core's reader of `path`, or None when it does not read the file exactly as the
+    pyarrow path does (another schema or type, a codec it lacks, a damaged footer: pyarrow
+    then reads it, or reports it in its own words)."""
+    try:
+        return _core.ParquetTraces(path)
+    except (ValueError, OSError):
+        return None
 
 
 def _parquet(
@@ -337,7 +354,16 @@ def _parquet(
     """The chunks of Parquet file `index` (one row per trace) from row `start.offset` to the end
     of the row group holding row `stop - 1` (None: the file's end). With raw_input, batches in
     a layout the core reads are raw chunks: from their Arrow buffers (arrowcols), or their rows
-    as a block of JSON lines (arrowjson)."""
+    as a block of JSON lines (arrowjson).
+
+    A file in the native schema is read by the core itself (_native_parquet); any other with
+    pyarrow, here."""
+    native = _native_reader(file.path)
+    if native is not None:
+        yield from _native_parquet(
+            native, file, index, start, chunk_size, raw_input=raw_input, stop=stop
+        )
+        return
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
@@ -359,29 +385,95 @@ def _parquet(
         read, first = int(part.num_rows * per_row), row + 1
         row += part.num_rows
         end = Position(index, row, traces + row - start.offset)
-        buffers = arrowcols.columns(part) if not binary else None
-        lines = json_lines(part) if not binary and buffers is None else None
-        if not raw_input and not binary:  # for a server: the core's bytes of the same traces
-            served = _server_items(part, buffers, lines, name, first)
-            yield ItemsChunk(items=served, end=end, bytes_read=read)
-        elif buffers is not None:
-            yield ArrowChunk(
-                end=end, bytes_read=read, source=name, first_line=first, count=part.num_rows,
-                batch=part, columns=buffers,
-            )  # fmt: skip
-        elif lines is not None:
-            block = b"\n".join(lines) + b"\n"  # a JSON line holds no raw newline
-            yield LinesChunk(
-                end=end, bytes_read=read, source=name, unit="row", first_line=first,
-                count=part.num_rows, block=block, stop=len(block),
-            )  # fmt: skip
-        elif binary:
-            items: list[bytes | ReadFailure] = [
-                value if value is not None else b"" for value in part.column(0).to_pylist()
-            ]
-            yield ItemsChunk(items=items, end=end, bytes_read=read)
-        else:
-            yield ItemsChunk(items=_row_items(part, name, first), end=end, bytes_read=read)
+        yield _pyarrow_chunk(part, end, read, name, first, raw_input=raw_input, binary=binary)
+
+
+def _pyarrow_chunk(
+    part: Any, end: Position, read: int, name: str, first: int, *, raw_input: bool, binary: bool
+) -> Chunk:
+    """A pyarrow record batch's chunk (rows `first` on of file `name`): see _parquet."""
+    buffers = arrowcols.columns(part) if not binary else None
+    lines = json_lines(part) if not binary and buffers is None else None
+    if not raw_input and not binary:  # for a server: the core's bytes of the same traces
+        served = _server_items(part, buffers, lines, name, first)
+        return ItemsChunk(items=served, end=end, bytes_read=read)
+    if buffers is not None:
+        return ArrowChunk(
+            end=end, bytes_read=read, source=name, first_line=first, count=part.num_rows,
+            batch=part, columns=buffers,
+        )  # fmt: skip
+    if lines is not None:
+        block = b"\n".join(lines) + b"\n"  # a JSON line holds no raw newline
+        return LinesChunk(
+            end=end, bytes_read=read, source=name, unit="row", first_line=first,
+            count=part.num_rows, block=block, stop=len(block),
+        )  # fmt: skip
+    if binary:
+        items: list[bytes | ReadFailure] = [
+            value if value is not None else b"" for value in part.column(0).to_pylist()
+        ]
+        return ItemsChunk(items=items, end=end, bytes_read=read)
+    return ItemsChunk(items=_row_items(part, name, first), end=end, bytes_read=read)
+
+
+def _native_parquet(
+    native: _core.ParquetTraces,
+    file: InputFile,
+    index: int,
+    start: Position,
+    chunk_size: int,
+    *,
+    raw_input: bool,
+    stop: int | None,
+) -> Iterator[Chunk]:
+    """_parquet for a native-schema file the core reads: each batch decoded by the core with
+    the GIL released (no pyarrow array, no Python object per column), graded from its buffers
+    (or, for a server, encoded as Trace bytes). A batch the core's Arrow path does not take
+    (a null struct in a list) is read again with pyarrow and goes the pyarrow way.
+
+    Why: on two cores the reading competes with the grading pool for the CPU, and pyarrow's
+    reader took 1.6x the core's CPU for the 1M-trace benchmark file (docs/performance.md)."""
+    counts = native.row_groups
+    offset, traces, name = start.offset, start.traces, Path(file.path).name
+    groups, row = group_span(counts, offset, stop)
+    per_row = file.size / max(sum(counts), 1)
+    for group in groups:
+        group_start = row
+        skip = max(offset - row, 0)
+        row += skip
+        try:
+            for batch in native.batches(group, skip, chunk_size):
+                read, first = int(batch.num_rows * per_row), row + 1
+                row += batch.num_rows
+                end = Position(index, row, traces + row - start.offset)
+                if batch.unsupported is not None:
+                    part = _pyarrow_rows(file.path, group, first - 1 - group_start, batch.num_rows)
+                    yield _pyarrow_chunk(
+                        part, end, read, name, first, raw_input=raw_input, binary=False
+                    )
+                elif raw_input:
+                    yield ArrowChunk(
+                        end=end, bytes_read=read, source=name, first_line=first,
+                        count=batch.num_rows, batch=batch, columns=batch,
+                    )  # fmt: skip
+                else:
+                    items: list[bytes | ReadFailure] = [*_core.arrow_traces(batch.num_rows, batch)]
+                    yield ItemsChunk(items=items, end=end, bytes_read=read)
+        except ValueError as exc:  # a page the reader cannot decode
+            raise SourceError(f"{file.path}: row group {group}: {exc}") from None
+
+
+def _pyarrow_rows(path: str, group: int, first: int, count: int) -> Any:
+    """Rows first .. first + count - 1 of row group `group`, read by pyarrow."""
+    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
+
+    with pq.ParquetFile(path) as reader:
+        return (
+            reader.read_row_group(group, use_threads=False)
+            .slice(first, count)
+            .combine_chunks()
+            .to_batches()[0]
+        )
 
 
 def batch_traces(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:

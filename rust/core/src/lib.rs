@@ -28,6 +28,8 @@ pub mod jsonl_block;
 pub(crate) mod limits;
 pub mod matching;
 pub mod otlp;
+#[cfg(feature = "parquet")]
+pub mod parquet_traces;
 pub(crate) mod rows;
 pub(crate) mod scope;
 pub(crate) mod score;

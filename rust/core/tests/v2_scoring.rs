@@ -486,7 +486,10 @@ fn trajectory_score_agrees_with_brute_force_pairings() {
         let names = 1 + (next() % 3) as u8;
         let refs: Vec<Ref> = (0..=(next() % 6))
             .map(|_| {
-                ((next() % u64::from(names)) as u8, (next() % 3 != 0).then(|| (next() % 2) as u8))
+                (
+                    (next() % u64::from(names)) as u8,
+                    (!next().is_multiple_of(3)).then(|| (next() % 2) as u8),
+                )
             })
             .collect();
         let calls: Vec<Call> = (0..next() % 8)

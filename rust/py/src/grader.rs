@@ -19,6 +19,7 @@ use crate::dict_trace::Chunk;
 use crate::errors::{internal_error, to_exception, PyCoreError};
 use crate::jsonl::{check_range, origin, PyJsonlBlock};
 use crate::lazy_result::LazyGradeResult;
+use crate::parquet::ArrowColumns;
 
 /// Every SPEC §7 limit; keyword construction, read-only attributes, defaults as in the core.
 #[pyclass(frozen, get_all, eq, name = "Limits", module = "trajgrade._core")]
@@ -671,8 +672,9 @@ impl PyGrader {
     /// the summary, error rows marked, failing rows up to `max_failing` (a mark's `line` is its
     /// row in the batch). `columns` maps a column name (`id`, `final_answer`, `calls`,
     /// `calls.name`, ..., `metadata`, `metadata.key`, `metadata.value`) to `(length, offset,
-    /// validity, offsets, values, large_offsets)`; bad buffers raise `ValueError`. An error
-    /// row's field is `source:row N`, N = `first` + the row's index in the batch.
+    /// validity, offsets, values, large_offsets)`, or is an `ArrowBatch` of `ParquetTraces`;
+    /// bad buffers raise `ValueError`. An error row's field is `source:row N`, N = `first` +
+    /// the row's index in the batch.
     #[pyo3(signature = (suite, rows, columns, max_failing, source, first = 1, arrow = false))]
     #[allow(clippy::too_many_arguments)] // the batch and its origin, as Python names them
     fn grade_arrow_block(
@@ -680,18 +682,19 @@ impl PyGrader {
         py: Python<'_>,
         suite: &Bound<'_, PyCompiledSuite>,
         rows: usize,
-        columns: HashMap<String, ColumnBuffers>,
+        columns: ArrowColumns,
         max_failing: usize,
         source: String,
         first: u64,
         arrow: bool,
     ) -> PyResult<PyJsonlBlock> {
-        check_columns(&columns)?;
         origin(&source, "row", first)?;
         let (grader, suite) = (Arc::clone(&self.inner), Arc::clone(&suite.get().suite));
         let block = run_detached(py, move || {
             let origin = Origin { source: &source, unit: Unit::Row, first };
-            ArrowTraces::new(&raw_traces(rows, &columns))
+            columns
+                .raw(rows)
+                .and_then(|raw| ArrowTraces::new(&raw))
                 .map(|t| grader.grade_arrow_block(&suite, &t, &origin, max_failing, arrow))
         })?
         .map_err(PyValueError::new_err)?;

@@ -1,8 +1,6 @@
 //! Native JSONL blocks for bulk regrading: `split_jsonl` (reader side) and the `JsonlBlock`
 //! result of `Grader.grade_jsonl_block` (rows buffer, summary counts, marked rows), and the
 //! blocks' traces as `Trace` bytes for a server to grade (`jsonl_traces`, `arrow_traces`).
-use std::collections::HashMap;
-
 use prost::Message;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -14,7 +12,7 @@ use trajgrade_core::jsonl_block::{self, BlockRows, Mark, Origin, Outcome, Unit};
 
 use crate::data::Data;
 use crate::detach::run_detached;
-use crate::grader::{check_columns, raw_traces, ColumnBuffers};
+use crate::parquet::ArrowColumns;
 
 /// A row of a block the caller looks at: an error row, or one of the first failing rows.
 #[pyclass(frozen, get_all, name = "BlockMark", module = "trajgrade._core")]
@@ -233,11 +231,12 @@ pub fn jsonl_traces(
 pub fn arrow_traces(
     py: Python<'_>,
     rows: usize,
-    columns: HashMap<String, ColumnBuffers>,
+    columns: ArrowColumns,
 ) -> PyResult<Vec<Py<PyBytes>>> {
-    check_columns(&columns)?;
     let encoded = run_detached(py, move || {
-        ArrowTraces::new(&raw_traces(rows, &columns))
+        columns
+            .raw(rows)
+            .and_then(|raw| ArrowTraces::new(&raw))
             .map(|t| (0..t.rows()).map(|i| t.trace(i).encode_to_vec()).collect::<Vec<_>>())
     })?
     .map_err(PyValueError::new_err)?;

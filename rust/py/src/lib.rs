@@ -10,6 +10,7 @@ mod grader;
 mod jsonl;
 mod lazy_result;
 mod otlp;
+mod parquet;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
 // short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
@@ -34,6 +35,8 @@ mod _core {
     use crate::lazy_result::LazyGradeResult;
     #[pymodule_export]
     use crate::otlp::{map_otlp, map_otlp_runs, otlp_spans};
+    #[pymodule_export]
+    use crate::parquet::{PyArrowBatch, PyParquetBatches, PyParquetTraces};
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -66,7 +66,7 @@ impl Meter {
                 self.stop = Some(Why::CostLimit);
             } else if self.used > self.work_left {
                 self.stop = Some(Why::WorkLimit);
-            } else if self.used % CANCEL_EVERY == 0
+            } else if self.used.is_multiple_of(CANCEL_EVERY)
                 && self.cancel.as_ref().is_some_and(CancelFlag::is_cancelled)
             {
                 self.stop = Some(Why::Cancelled);
