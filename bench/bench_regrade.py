@@ -46,6 +46,7 @@ from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade
 from trajgrade.regrade.arrowjson import json_lines
 from trajgrade.regrade.output import arrow_table_from_jsonl, jsonl_line, outcome_row
+from trajgrade.regrade.source import PARQUET_READER_ENV
 from trajgrade.regrade.summary import Summary
 from trajgrade.suites import suite_bytes
 from trajgrade.traces import trace_bytes
@@ -133,6 +134,17 @@ def read_floors(inputs: dict[str, Path], n: int) -> list[Measured]:
             if hand_over:
                 taken = arrowcols.columns(batch) is not None and taken
         floors.append(Measured(label, count, time.perf_counter() - started, count == n and taken))
+    started = time.perf_counter()
+    count, taken = 0, True
+    reader = _core.ParquetTraces(inputs["parquet"])
+    for group in range(len(reader.row_groups)):
+        for native in reader.batches(group, 0, CHUNK):
+            count += native.num_rows
+            taken = native.unsupported is None and taken
+    floors.append(
+        Measured("read alone: Parquet, the core's reader (ParquetTraces)", count,
+                 time.perf_counter() - started, count == n and taken)
+    )  # fmt: skip
     return floors
 
 
@@ -323,11 +335,13 @@ def child(input_path: str, out: str, suite: str) -> None:
     print(json.dumps({"seconds": seconds, "traces": summary.traces, "rss_kib": rss_kib}))
 
 
-def run_child(input_path: Path, out: Path, suite: Path) -> dict[str, Any]:
-    """child() in a fresh interpreter, so ru_maxrss is this run's peak alone."""
+def run_child(input_path: Path, out: Path, suite: Path, reader: str) -> dict[str, Any]:
+    """child() in a fresh interpreter, so ru_maxrss is this run's peak alone; `reader` is
+    TRAJGRADE_PARQUET_READER ("auto": the core's reader where it reads the file)."""
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(input_path), str(out), str(suite)],
         check=True, capture_output=True, text=True,
+        env={**os.environ, PARQUET_READER_ENV: reader},
     )  # fmt: skip
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -373,8 +387,10 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--core-sample", type=int, default=20000)
     parser.add_argument(
         "--runs",
-        default="jsonl:jsonl,jsonl:parquet,parquet:jsonl,parquet:parquet",
-        help="input:output format pairs to run",
+        default="jsonl:jsonl,jsonl:parquet,parquet:jsonl,parquet:parquet,"
+        "parquet/pyarrow:jsonl,parquet/pyarrow:parquet",
+        help="input:output format pairs to run (parquet/pyarrow: Parquet input read by pyarrow, "
+        "not the core's reader)",
     )
     parser.add_argument("--repeats", type=int, default=1, help="rounds; every row is a median")
     parser.add_argument(
@@ -421,16 +437,17 @@ def main() -> None:
             floors[n].append(read_floors(inputs[n], n))
             sample = Sample.load(inputs[n], n)
             same[n].append(same_format_core(sample, grader, core_suite))
-            for fmt, out_fmt in pairs:
+            for spec, out_fmt in pairs:
+                fmt, _, reader = spec.partition("/")
                 out = scratch / f"results-{n}-{fmt}.{out_fmt}"
                 # The yardstick timed right before and right after the run: on a shared machine
                 # the load moves within a round, and each ratio should compare neighbours.
                 before = sample.seconds(fmt, grader, core_suite)
-                result = run_child(inputs[n][fmt], out, suite)
+                result = run_child(inputs[n][fmt], out, suite, reader or "auto")
                 after = sample.seconds(fmt, grader, core_suite)
                 result["same_rate"] = 2 / (before + after)
                 result["load"] = _load()
-                runs.setdefault((fmt, out_fmt, n), []).append(result)
+                runs.setdefault((spec, out_fmt, n), []).append(result)
                 out.unlink()
 
     rows = [
@@ -443,8 +460,14 @@ def main() -> None:
             rows.append(
                 _measured_row([r[key] for r in same[n]], rate, "1.00x" if key in inputs[n] else "-")
             )
-        for fmt, out_fmt in pairs:
-            rows.append(_median_row(f"regrade {fmt} → {out_fmt}", n, runs[(fmt, out_fmt, n)], rate))
+        for spec, out_fmt in pairs:
+            fmt, _, reader = spec.partition("/")
+            label = (
+                f"regrade {fmt} ({reader} reader) → {out_fmt}"
+                if reader
+                else f"regrade {fmt} → {out_fmt}"
+            )
+            rows.append(_median_row(label, n, runs[(spec, out_fmt, n)], rate))
     if not args.keep and not args.data:
         for paths in inputs.values():
             for path in paths.values():

@@ -22,6 +22,8 @@ FORMATS = ("auto", "jsonl", "parquet", "otlp", "openai", "anthropic")
 # Bytes of native JSONL read at a time for the core's block grading (a line longer than this
 # doubles the read): a chunk is at most this much, however many traces chunk_size allows.
 READ_BYTES = 16 << 20
+# "pyarrow" reads every Parquet input with pyarrow, not the core's reader ("auto").
+PARQUET_READER_ENV = "TRAJGRADE_PARQUET_READER"
 # Fault the mapped pages in on the reader's thread, not the graders' (Linux only).
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
@@ -335,7 +337,10 @@ def group_span(rows: Sequence[int], offset: int, stop: int | None) -> tuple[list
 def _native_reader(path: str) -> _core.ParquetTraces | None:
     """The core's reader of `path`, or None when it does not read the file exactly as the
     pyarrow path does (another schema or type, a codec it lacks, a damaged footer: pyarrow
-    then reads it, or reports it in its own words)."""
+    then reads it, or reports it in its own words), or when TRAJGRADE_PARQUET_READER=pyarrow
+    asks for pyarrow's reader (to compare, or to step around a reader defect)."""
+    if os.environ.get(PARQUET_READER_ENV, "auto") == "pyarrow":
+        return None
     try:
         return _core.ParquetTraces(path)
     except (ValueError, OSError):
