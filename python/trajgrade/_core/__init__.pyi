@@ -259,7 +259,7 @@ class Grader:
         self,
         suite: CompiledSuite,
         rows: int,
-        columns: ArrowColumns,
+        columns: _ArrowColumns,
         max_failing: int,
         source: str,
         first: int = 1,
@@ -327,11 +327,11 @@ def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
     (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""
 
-ArrowColumns: TypeAlias = (
+# Arrow columns of native trace rows: pyarrow's buffers by column name (`arrowcols.columns`),
+# or a batch read by ParquetTraces (a stub-only name).
+_ArrowColumns: TypeAlias = (
     Mapping[str, tuple[int, int, Buffer | None, Buffer | None, Buffer | None, bool]] | ArrowBatch
 )
-"""Arrow columns of native trace rows: pyarrow's buffers by column name (`arrowcols.columns`),
-or a batch read by ParquetTraces."""
 
 @final
 class ParquetTraces:
@@ -339,7 +339,7 @@ class ParquetTraces:
     released). ValueError, with the reason, for a file it does not read exactly as pyarrow
     does (another schema or type, an unbuilt codec): read that file with pyarrow."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    def __new__(cls, path: str | os.PathLike[str]) -> ParquetTraces: ...
     @property
     def row_groups(self) -> list[int]:
         """Rows of each row group, in file order."""
@@ -373,7 +373,7 @@ def jsonl_traces(
 
 def arrow_traces(
     rows: int,
-    columns: ArrowColumns,
+    columns: _ArrowColumns,
 ) -> list[bytes]:
     """Every row of a record batch in the native Parquet schema (`arrowcols.columns`'
     buffers, as `Grader.grade_arrow_block` takes them) as `Trace` bytes for a server: the
