@@ -32,12 +32,14 @@ if TYPE_CHECKING:
 
     from trajgrade._core import JsonlBlock
 
-# JSONL chunks per read task. Ray merges what one task yields into one block, which reaches
-# the driver when the task ends. Each task costs Ray tens of milliseconds on a busy 2-core
-# machine (scheduling, the block's trip to the driver); one chunk a task (2048 traces) made a
-# 1M-trace JSONL run 0.51x the local engine, four 0.82x (bench/bench_regrade_ray.py). The
-# first rows are still committed after the first task's four chunks, long before the end.
-TASK_CHUNKS = 4
+# Chunks per read task (JSONL chunks; for Parquet whole row groups of about as many rows).
+# Ray Data notices a finished read task and starts the next one some 0.2 s later (its
+# scheduling loop waits up to 0.1 s for the running tasks, then the lease): with four chunks
+# a task (~0.33 s of grading) each worker sat idle 40% of a 1M-trace JSONL run, which took
+# 20-23 s; sixteen took 15-16 s (1M traces, 2 workers of 1 CPU, idle machine, 2026-12-06).
+# Each task still streams one block per chunk, so the first rows are committed after the
+# first chunk, and a task's share of the work stays small enough to balance two workers.
+TASK_CHUNKS = 16
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,10 @@ def plan(files: Sequence[InputFile], chunk_size: int, position: Position) -> lis
     """The spans of every input from `position` on (a resumed run's), in input order.
 
     JSONL files are cut into the local engine's chunks by one pass of the core's line
-    splitter over the file (no decoding), TASK_CHUNKS chunks a span; Parquet files by row
-    group (from the metadata). Raises ValueError for other formats (the importers read a file
-    whole: convert them with the local engine first).
+    splitter over the file (no decoding), TASK_CHUNKS chunks a span; Parquet files into runs
+    of whole row groups of about TASK_CHUNKS chunks' rows (from the metadata). Raises
+    ValueError for other formats (the importers read a file whole: convert them with the
+    local engine first).
     """
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
@@ -76,12 +79,13 @@ def plan(files: Sequence[InputFile], chunk_size: int, position: Position) -> lis
                 traces += sum(chunk[2] for chunk in task)
         elif file.format == "parquet":
             meta = pq.ParquetFile(file.path).metadata
-            groups, row = row_groups(meta, offset, None)
-            for group in groups:
-                end = row + meta.row_group(group).num_rows
-                first = max(row, offset)
-                spans.append(Span(index, Position(index, first, traces), end))
-                traces, row = traces + end - first, end
+            groups, end = row_groups(meta, offset, None)
+            first = max(end, offset)
+            for group in groups:  # whole row groups, about TASK_CHUNKS chunks' rows a span
+                end += meta.row_group(group).num_rows
+                if end - first >= TASK_CHUNKS * chunk_size or group == groups[-1]:
+                    spans.append(Span(index, Position(index, first, traces), end))
+                    traces, first = traces + end - first, end
         else:
             raise ValueError(
                 f"{file.path}: the Ray engine reads native JSONL and Parquet; convert "
