@@ -226,7 +226,7 @@ def test_other_files_are_left_to_pyarrow_with_the_reason(
     assert len(native.splitlines()) == 5
 
 
-def test_a_batch_the_arrow_path_does_not_take_is_read_again_by_pyarrow(
+def test_from_a_batch_the_arrow_path_does_not_take_pyarrow_reads_the_rest(
     tmp_path: Path, suite_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rows = [dict(_ROWS[3], id=f"t{i}") for i in range(12)]
@@ -236,10 +236,14 @@ def test_a_batch_the_arrow_path_does_not_take_is_read_again_by_pyarrow(
     batches = list(_core.ParquetTraces(path).batches(0, 1, 3))
     assert [b.unsupported for b in batches] == [None, "a null struct in a list", None]
     files = resolve_inputs([str(path)], "auto")
-    kinds = [type(c).__name__ for c in source.read_chunks(files, 3, raw_input=True)]
+    chunks = list(source.read_chunks(files, 3, raw_input=True))
     # Row group 0 in batches of 3, 3, 2, row group 1 of 3, 1; the null struct's batch goes row
-    # by row, as with pyarrow.
+    # by row, as with pyarrow, and pyarrow's buffers carry the rest.
+    kinds = [type(c).__name__ for c in chunks]
     assert kinds == ["ArrowChunk", "ItemsChunk", "ArrowChunk", "ArrowChunk", "ArrowChunk"]
+    assert isinstance(chunks[0], ArrowChunk) and isinstance(chunks[0].columns, _core.ArrowBatch)
+    assert all(isinstance(c, ArrowChunk) and isinstance(c.columns, dict) for c in chunks[2:])
+    assert [c.end.offset for c in chunks] == [3, 6, 8, 11, 12]
     native, pyarrow_bytes = _regrade_both([path], suite_path, tmp_path / "r.jsonl", monkeypatch,
                                           chunk_size=3)  # fmt: skip
     assert native == pyarrow_bytes

@@ -368,7 +368,20 @@ def _parquet(
         yield from _native_parquet(
             native, file, index, start, chunk_size, raw_input=raw_input, stop=stop
         )
-        return
+    else:
+        yield from _pyarrow_parquet(file, index, start, chunk_size, raw_input=raw_input, stop=stop)
+
+
+def _pyarrow_parquet(
+    file: InputFile,
+    index: int,
+    start: Position,
+    chunk_size: int,
+    *,
+    raw_input: bool,
+    stop: int | None,
+) -> Iterator[Chunk]:
+    """_parquet, the file read by pyarrow."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
@@ -433,8 +446,9 @@ def _native_parquet(
 ) -> Iterator[Chunk]:
     """_parquet for a native-schema file the core reads: each batch decoded by the core with
     the GIL released (no pyarrow array, no Python object per column), graded from its buffers
-    (or, for a server, encoded as Trace bytes). A batch the core's Arrow path does not take
-    (a null struct in a list) is read again with pyarrow and goes the pyarrow way.
+    (or, for a server, encoded as Trace bytes). From a batch the core's Arrow path does not
+    take (a null struct in a list) on, the rest of the file is read by pyarrow: such a file is
+    unusual, and a batch at a time would read its row group again for every batch.
 
     Why: on two cores the reading competes with the grading pool for the CPU, and pyarrow's
     reader took 1.6x the core's CPU for the 1M-trace benchmark file (docs/performance.md)."""
@@ -443,20 +457,20 @@ def _native_parquet(
     groups, row = group_span(counts, offset, stop)
     per_row = file.size / max(sum(counts), 1)
     for group in groups:
-        group_start = row
         skip = max(offset - row, 0)
         row += skip
         try:
             for batch in native.batches(group, skip, chunk_size):
+                if batch.unsupported is not None:
+                    rest = Position(index, row, traces + row - start.offset)
+                    yield from _pyarrow_parquet(
+                        file, index, rest, chunk_size, raw_input=raw_input, stop=stop
+                    )
+                    return
                 read, first = int(batch.num_rows * per_row), row + 1
                 row += batch.num_rows
                 end = Position(index, row, traces + row - start.offset)
-                if batch.unsupported is not None:
-                    part = _pyarrow_rows(file.path, group, first - 1 - group_start, batch.num_rows)
-                    yield _pyarrow_chunk(
-                        part, end, read, name, first, raw_input=raw_input, binary=False
-                    )
-                elif raw_input:
+                if raw_input:
                     yield ArrowChunk(
                         end=end, bytes_read=read, source=name, first_line=first,
                         count=batch.num_rows, batch=batch, columns=batch,
@@ -466,19 +480,6 @@ def _native_parquet(
                     yield ItemsChunk(items=items, end=end, bytes_read=read)
         except ValueError as exc:  # a page the reader cannot decode
             raise SourceError(f"{file.path}: row group {group}: {exc}") from None
-
-
-def _pyarrow_rows(path: str, group: int, first: int, count: int) -> Any:
-    """Rows first .. first + count - 1 of row group `group`, read by pyarrow."""
-    import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
-
-    with pq.ParquetFile(path) as reader:
-        return (
-            reader.read_row_group(group, use_threads=False)
-            .slice(first, count)
-            .combine_chunks()
-            .to_batches()[0]
-        )
 
 
 def batch_traces(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
