@@ -25,7 +25,7 @@ READ_BYTES = 16 << 20
 # "pyarrow" reads every Parquet input with pyarrow, not the core's reader ("auto").
 PARQUET_READER_ENV = "TRAJGRADE_PARQUET_READER"
 # Fault the mapped pages in on the reader's thread, not the graders' (Linux only).
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 class SourceError(Exception):
@@ -225,7 +225,7 @@ def _jsonl_blocks(
             eof = base + length == total
             block = mmap.mmap(
                 handle.fileno(), length, offset=base, prot=mmap.PROT_READ,
-                flags=mmap.MAP_SHARED | _POPULATE,
+                flags=mmap.MAP_SHARED | POPULATE,
             )  # fmt: skip
             first = start = offset - base
             while True:
