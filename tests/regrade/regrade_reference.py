@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pyarrow as pa
 from trajgrade.regrade.output import Row
 from trajgrade.regrade.summary import DEFAULT_FAILURE_SAMPLE, AssertionStats, Summary, score_units
 
@@ -48,3 +49,21 @@ def without_messages(rows: Iterable[Row]) -> list[Row]:
         {**row, "error": {**row["error"], "message": ""}} if row["error"] is not None else row
         for row in rows
     ]
+
+
+def large_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` with large_string and large_list at every level (the 64-bit offsets the
+    readers take as well)."""
+
+    def wide(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_string(t):
+            return pa.large_string()
+        if pa.types.is_list(t):
+            return pa.large_list(wide(t.value_type))
+        if pa.types.is_struct(t):
+            return pa.struct([pa.field(f.name, wide(f.type)) for f in t])
+        if pa.types.is_map(t):
+            return pa.map_(wide(t.key_type), wide(t.item_type))
+        return t
+
+    return pa.schema([pa.field(f.name, wide(f.type)) for f in schema])

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import trajgrade
+from regrade_reference import large_schema
 from trajgrade import _core
 from trajgrade.importers.parquet import SCHEMA
 from trajgrade.regrade import arrowcols, regrade, source
@@ -58,23 +59,6 @@ _SUITE = {
 }  # fmt: skip
 
 
-def _large(schema: pa.Schema) -> pa.Schema:
-    """`schema` with large_string and large_list at every level."""
-
-    def wide(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_string(t):
-            return pa.large_string()
-        if pa.types.is_list(t):
-            return pa.large_list(wide(t.value_type))
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, wide(f.type)) for f in t])
-        if pa.types.is_map(t):
-            return pa.map_(wide(t.key_type), wide(t.item_type))
-        return t
-
-    return pa.schema([pa.field(f.name, wide(f.type)) for f in schema])
-
-
 @pytest.fixture
 def suite_path(tmp_path: Path) -> Path:
     path = tmp_path / "suite.json"
@@ -107,7 +91,7 @@ def _rows(path: Path) -> list[Any]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
-@pytest.mark.parametrize("schema", [SCHEMA, _large(SCHEMA)], ids=["string", "large"])
+@pytest.mark.parametrize("schema", [SCHEMA, large_schema(SCHEMA)], ids=["string", "large"])
 @pytest.mark.parametrize("compression", ["snappy", "zstd", "gzip", "lz4", "none"])
 def test_regrade_rows_equal_pyarrow_reading(
     tmp_path: Path,

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from google.protobuf import json_format
+from regrade_reference import large_schema
 from regrade_workload import arrow_rows
 from trajgrade import _core
 from trajgrade._core import bench
@@ -71,23 +72,6 @@ SUITE = {
 }  # fmt: skip
 
 
-def _large(schema: pa.Schema) -> pa.Schema:
-    """The schema with large_string and large_list everywhere."""
-
-    def big(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_string(t):
-            return pa.large_string()
-        if pa.types.is_list(t):
-            return pa.large_list(big(t.value_type))
-        if pa.types.is_struct(t):
-            return pa.struct([pa.field(f.name, big(f.type)) for f in t])
-        if pa.types.is_map(t):
-            return pa.map_(big(t.key_type), big(t.item_type))
-        return t
-
-    return pa.schema([pa.field(f.name, big(f.type)) for f in schema])
-
-
 @pytest.fixture(scope="module")
 def suite() -> _core.CompiledSuite:
     grader = _core.Grader(threads=2)
@@ -118,7 +102,7 @@ def _reference_rows(suite: _core.CompiledSuite, batch: pa.RecordBatch) -> list[b
 
 @pytest.mark.parametrize("large", [False, True], ids=["string", "large"])
 def test_every_path_reads_the_v2_columns_alike(suite: _core.CompiledSuite, large: bool) -> None:
-    schema = _large(parquet.SCHEMA) if large else parquet.SCHEMA
+    schema = large_schema(parquet.SCHEMA) if large else parquet.SCHEMA
     batch = pa.RecordBatch.from_pylist(_ROWS, schema=schema)
     lines = json_lines(batch)
     assert lines is not None

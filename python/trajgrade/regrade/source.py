@@ -357,31 +357,10 @@ def _parquet(
     stop: int | None,
 ) -> Iterator[Chunk]:
     """The chunks of Parquet file `index` (one row per trace) from row `start.offset` to the end
-    of the row group holding row `stop - 1` (None: the file's end). With raw_input, batches in
-    a layout the core reads are raw chunks: from their Arrow buffers (arrowcols), or their rows
-    as a block of JSON lines (arrowjson).
-
-    A file in the native schema is read by the core itself (_native_parquet); any other with
-    pyarrow, here."""
-    native = _native_reader(file.path)
-    if native is not None:
-        yield from _native_parquet(
-            native, file, index, start, chunk_size, raw_input=raw_input, stop=stop
-        )
-    else:
-        yield from _pyarrow_parquet(file, index, start, chunk_size, raw_input=raw_input, stop=stop)
-
-
-def _pyarrow_parquet(
-    file: InputFile,
-    index: int,
-    start: Position,
-    chunk_size: int,
-    *,
-    raw_input: bool,
-    stop: int | None,
-) -> Iterator[Chunk]:
-    """_parquet, the file read by pyarrow."""
+    of the row group holding row `stop - 1` (None: the file's end), read by pyarrow (a file in
+    the native schema is read by the core: _native_parquet). With raw_input, batches in a
+    layout the core reads are raw chunks: from their Arrow buffers (arrowcols), or their rows
+    as a block of JSON lines (arrowjson)."""
     import pyarrow.parquet as pq  # noqa: PLC0415  (optional dependency)
 
     parquet = pq.ParquetFile(file.path)
@@ -444,11 +423,12 @@ def _native_parquet(
     raw_input: bool,
     stop: int | None,
 ) -> Iterator[Chunk]:
-    """_parquet for a native-schema file the core reads: each batch decoded by the core with
-    the GIL released (no pyarrow array, no Python object per column), graded from its buffers
-    (or, for a server, encoded as Trace bytes). From a batch the core's Arrow path does not
-    take (a null struct in a list) on, the rest of the file is read by pyarrow: such a file is
-    unusual, and a batch at a time would read its row group again for every batch.
+    """The chunks of a native-schema Parquet file (as _parquet gives them), read by the core:
+    each batch decoded with the GIL released (no pyarrow array, no Python object per column),
+    graded from its buffers (or, for a server, encoded as Trace bytes). From a batch the core's
+    Arrow path does not take (a null struct in a list) on, the rest of the file is read by
+    pyarrow: such a file is unusual, and a batch at a time would read its row group again for
+    every batch.
 
     Why: on two cores the reading competes with the grading pool for the CPU, and pyarrow's
     reader took 1.6x the core's CPU for the 1M-trace benchmark file (docs/performance.md)."""
@@ -463,7 +443,7 @@ def _native_parquet(
             for batch in native.batches(group, skip, chunk_size):
                 if batch.unsupported is not None:
                     rest = Position(index, row, traces + row - start.offset)
-                    yield from _pyarrow_parquet(
+                    yield from _parquet(
                         file, index, rest, chunk_size, raw_input=raw_input, stop=stop
                     )
                     return
@@ -566,7 +546,13 @@ def file_chunks(
         yield from _jsonl_block_chunks(file, index, offset, chunk_size, traces)
         return
     if file.format == "parquet":
-        yield from _parquet(file, index, start, chunk_size, raw_input=raw_input, stop=stop)
+        native = _native_reader(file.path)
+        if native is None:
+            yield from _parquet(file, index, start, chunk_size, raw_input=raw_input, stop=stop)
+        else:
+            yield from _native_parquet(
+                native, file, index, start, chunk_size, raw_input=raw_input, stop=stop
+            )
         return
     if file.format == "jsonl":
         parts = _jsonl(file, index, offset, chunk_size, traces)
