@@ -186,14 +186,29 @@ def _decode_text(batch: pa.Table) -> pa.Table:
     traces: list[bytes | None] = []
     failures: list[dict[str, str] | None] = []
     paths = batch.column("path").to_pylist() if "path" in batch.column_names else None
+    # The lines of each run of one file as one block: one core call, not one a line.
+    runs: list[tuple[str, list[bytes]]] = []
     for i, text in enumerate(batch.column("text").to_pylist()):
         line = text.encode() if isinstance(text, str) else bytes(text)
         if not line.strip():
             continue
         name = Path(paths[i]).name if paths else "input"
-        (item,) = jsonl_items(line, 0, len(line), (name, 1, "trace"))
-        _add(traces, failures, item, name)
+        if not runs or runs[-1][0] != name:
+            runs.append((name, []))
+        runs[-1][1].append(line)
+    for name, lines in runs:
+        block = b"\n".join(lines) + b"\n"
+        items = jsonl_items(block, 0, len(block), (name, 1, "trace"))
+        if len(items) != len(lines):  # a line the core reads otherwise: each on its own
+            items = [_one(jsonl_items(line, 0, len(line), (name, 1, "trace"))) for line in lines]
+        for item in items:
+            _add(traces, failures, item, name)
     return _decoded(pa, traces, failures)
+
+
+def _one(items: list[bytes | ReadFailure]) -> bytes | ReadFailure:
+    (item,) = items  # one non-blank line is one trace or one failure
+    return item
 
 
 def _decode_rows(batch: pa.Table) -> pa.Table:
