@@ -348,7 +348,8 @@ class ParquetTraces:
 
 @final
 class ParquetBatches:
-    """One row group's batches; a page the reader cannot decode raises ValueError."""
+    """One row group's batches; a page the reader cannot decode raises ValueError (and ends
+    them), a second thread reading them meanwhile RuntimeError."""
 
     def __iter__(self) -> ParquetBatches: ...
     def __next__(self) -> ArrowBatch: ...

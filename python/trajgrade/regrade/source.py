@@ -389,11 +389,10 @@ def _pyarrow_chunk(
     part: Any, end: Position, read: int, name: str, first: int, *, raw_input: bool, binary: bool
 ) -> Chunk:
     """A pyarrow record batch's chunk (rows `first` on of file `name`): see _parquet."""
+    if not raw_input and not binary:  # for a server: the core's bytes of the same traces
+        return ItemsChunk(items=batch_traces(part, name, first), end=end, bytes_read=read)
     buffers = arrowcols.columns(part) if not binary else None
     lines = json_lines(part) if not binary and buffers is None else None
-    if not raw_input and not binary:  # for a server: the core's bytes of the same traces
-        served = _server_items(part, buffers, lines, name, first)
-        return ItemsChunk(items=served, end=end, bytes_read=read)
     if buffers is not None:
         return ArrowChunk(
             end=end, bytes_read=read, source=name, first_line=first, count=part.num_rows,
@@ -439,49 +438,40 @@ def _native_parquet(
     for group in groups:
         skip = max(offset - row, 0)
         row += skip
-        try:
-            for batch in native.batches(group, skip, chunk_size):
-                if batch.unsupported is not None:
-                    rest = Position(index, row, traces + row - start.offset)
-                    yield from _parquet(
-                        file, index, rest, chunk_size, raw_input=raw_input, stop=stop
-                    )
-                    return
-                read, first = int(batch.num_rows * per_row), row + 1
-                row += batch.num_rows
-                end = Position(index, row, traces + row - start.offset)
-                if raw_input:
-                    yield ArrowChunk(
-                        end=end, bytes_read=read, source=name, first_line=first,
-                        count=batch.num_rows, batch=batch, columns=batch,
-                    )  # fmt: skip
-                else:
-                    items: list[bytes | ReadFailure] = [*_core.arrow_traces(batch.num_rows, batch)]
-                    yield ItemsChunk(items=items, end=end, bytes_read=read)
-        except ValueError as exc:  # a page the reader cannot decode
-            raise SourceError(f"{file.path}: row group {group}: {exc}") from None
+        batches = native.batches(group, skip, chunk_size)
+        while True:
+            try:
+                batch = next(batches, None)
+            except ValueError as exc:  # a page the reader cannot decode
+                raise SourceError(f"{file.path}: row group {group}: {exc}") from None
+            if batch is None:
+                break
+            if batch.unsupported is not None:
+                rest = Position(index, row, traces + row - start.offset)
+                yield from _parquet(file, index, rest, chunk_size, raw_input=raw_input, stop=stop)
+                return
+            read, first = int(batch.num_rows * per_row), row + 1
+            row += batch.num_rows
+            end = Position(index, row, traces + row - start.offset)
+            if raw_input:
+                yield ArrowChunk(
+                    end=end, bytes_read=read, source=name, first_line=first,
+                    count=batch.num_rows, batch=batch, columns=batch,
+                )  # fmt: skip
+            else:
+                items: list[bytes | ReadFailure] = [*_core.arrow_traces(batch.num_rows, batch)]
+                yield ItemsChunk(items=items, end=end, bytes_read=read)
 
 
 def batch_traces(part: Any, name: str, first: int) -> list[bytes | ReadFailure]:
-    """A record batch's rows (row `first` on, of file `name`) as `Trace` bytes for a server
-    or a Ray pipeline, read as the local engine reads them; see _server_items."""
+    """A pyarrow record batch's rows (row `first` on, of file `name`) as `Trace` bytes for a
+    server or a Ray pipeline, read as the local engine reads them: by the core from its Arrow
+    buffers, or from its rows as JSON lines (an unreadable row as the local engine's
+    `file:row N` error row), else row by row (_row_items)."""
     buffers = arrowcols.columns(part)
-    lines = json_lines(part) if buffers is None else None
-    return _server_items(part, buffers, lines, name, first)
-
-
-def _server_items(
-    part: Any,
-    buffers: dict[str, arrowcols.Buffers] | None,
-    lines: list[bytes] | None,
-    name: str,
-    first: int,
-) -> list[bytes | ReadFailure]:
-    """A batch as `Trace` bytes for a server, read as the local engine reads it: by the core
-    from its Arrow buffers, or from its rows as JSON lines (an unreadable row as the local
-    engine's `file:row N` error row), else row by row (_row_items)."""
     if buffers is not None:
         return list(_core.arrow_traces(part.num_rows, buffers))
+    lines = json_lines(part)
     if lines is None:
         return _row_items(part, name, first)
     block = b"\n".join(lines) + b"\n"

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use trajgrade_core::arrow_cols::RawTraces;
 use trajgrade_core::parquet_traces::{self, ParquetTraceFile};
@@ -41,15 +41,21 @@ impl PyParquetTraces {
     #[pyo3(signature = (group, skip = 0, batch_size = 2048))]
     fn batches(&self, group: usize, skip: usize, batch_size: usize) -> PyResult<PyParquetBatches> {
         let reader = self.file.batches(group, skip, batch_size).map_err(PyValueError::new_err)?;
-        Ok(PyParquetBatches { reader: Mutex::new(Some(reader)) })
+        Ok(PyParquetBatches { reader: Mutex::new(Reading::Ready(reader)) })
     }
 }
 
 /// An iterator of one row group's `ArrowBatch`es.
 #[pyclass(frozen, name = "ParquetBatches", module = "trajgrade._core")]
 pub struct PyParquetBatches {
-    /// `None` once exhausted (or while a batch is decoded on another thread).
-    reader: Mutex<Option<ParquetRecordBatchReader>>,
+    reader: Mutex<Reading>,
+}
+
+/// The reader, out on loan while a batch is decoded with the interpreter released.
+enum Reading {
+    Ready(ParquetRecordBatchReader),
+    Busy,
+    Done,
 }
 
 #[pymethods]
@@ -59,23 +65,51 @@ impl PyParquetBatches {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyArrowBatch>> {
-        let Some(mut reader) = self.reader.lock().map_err(|_| poisoned())?.take() else {
-            return Ok(None);
-        };
-        let (reader, next) = run_detached(py, move || {
+        let mut reader = {
+            let mut state = self.lock()?;
+            match std::mem::replace(&mut *state, Reading::Busy) {
+                Reading::Ready(reader) => reader,
+                Reading::Busy => {
+                    return Err(PyRuntimeError::new_err("ParquetBatches is read by another thread"))
+                }
+                Reading::Done => {
+                    *state = Reading::Done;
+                    return Ok(None);
+                }
+            }
+        }; // unlocked while the batch is decoded
+        let decoded = run_detached(py, move || {
             let next = reader.next();
             (reader, next)
-        })?;
-        let Some(batch) = next else { return Ok(None) };
-        let batch = batch.map_err(|e| PyValueError::new_err(e.to_string()))?;
-        *self.reader.lock().map_err(|_| poisoned())? = Some(reader);
-        let unsupported = parquet_traces::raw_traces(&batch).err();
-        Ok(Some(PyArrowBatch { unsupported, batch }))
+        });
+        let mut state = self.lock()?;
+        match decoded {
+            Ok((reader, Some(Ok(batch)))) => {
+                *state = Reading::Ready(reader);
+                let unsupported = parquet_traces::raw_traces(&batch).err();
+                Ok(Some(PyArrowBatch { unsupported, batch }))
+            }
+            // The end, an undecodable page or a panic: nothing is read after it.
+            Ok((_, None)) => {
+                *state = Reading::Done;
+                Ok(None)
+            }
+            Ok((_, Some(Err(e)))) => {
+                *state = Reading::Done;
+                Err(PyValueError::new_err(e.to_string()))
+            }
+            Err(panicked) => {
+                *state = Reading::Done;
+                Err(panicked)
+            }
+        }
     }
 }
 
-fn poisoned() -> PyErr {
-    PyValueError::new_err("a Parquet reader panicked earlier")
+impl PyParquetBatches {
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Reading>> {
+        self.reader.lock().map_err(|_| PyRuntimeError::new_err("a Parquet reader panicked earlier"))
+    }
 }
 
 /// One record batch as read: `num_rows`, and `unsupported`, the reason the core's Arrow path
