@@ -323,6 +323,13 @@ def outcome_block(
     message)`, in input order → their regrade rows, counts and marks, as a block entry point
     gives them."""
 
+def outcome_tally(
+    outcomes: list[bytes],
+) -> tuple[list[int], list[float], list[tuple[str, int, int]]]:
+    """(verdicts, scores, assertions) of TraceOutcome bytes: per outcome its Verdict number (0:
+    an error) and score, and per assertion name in order of first appearance (name, passed,
+    failed). The live receiver's metrics count these."""
+
 def split_jsonl(data: Buffer, start: int, max_items: int, at_eof: bool) -> tuple[int, int, int]:
     """(consumed, items, lines): data[start:]'s first whole lines, at most max_items traces
     (data: bytes or a C-contiguous buffer of unsigned bytes, e.g. a read-only mmap; no copy)."""

@@ -61,26 +61,69 @@ _INLINE_RUNS = 16
 # for a unary batch: a run's mapping and grading work grows with its size, and the loop also
 # serves every other caller (GradeTrace, the exporters), so a large trip goes to the thread.
 _VERDICT_NAME = {v.number: v.name for v in result_pb2.Verdict.DESCRIPTOR.values}
-_STATUS_NAME = {v.number: v.name for v in result_pb2.AssertionStatus.DESCRIPTOR.values}
+_PASS = result_pb2.AssertionStatus.Name(result_pb2.ASSERTION_STATUS_PASS)
+_FAIL = result_pb2.AssertionStatus.Name(result_pb2.ASSERTION_STATUS_FAIL)
 
 
-@dataclass(frozen=True)
 class LiveResult:
-    """One run graded against one suite."""
+    """One run graded against one suite. Its `TraceOutcome` is decoded only when read (the
+    write-back, early verdicts' settling): the metrics count the core's tally, the sink and
+    WatchResults take the core's bytes."""
 
-    run_key: str
-    suite_id: str
-    service: str
-    cut_off: bool
-    completion: str
-    outcome: result_pb2.TraceOutcome
-    # The run's root span (hex ids), which write-back records point at.
-    root_trace_id: str = ""
-    root_span_id: str = ""
-    # `outcome` as the core encoded it (empty: encode `outcome`).
-    outcome_bytes: bytes = b""
-    # Its regrade row, without the newline (empty: made by sink_line).
-    row: bytes = b""
+    __slots__ = (
+        "_outcome",
+        "completion",
+        "cut_off",
+        "outcome_bytes",
+        "root_span_id",
+        "root_trace_id",
+        "row",
+        "run_key",
+        "score",
+        "service",
+        "suite_id",
+        "verdict",
+    )
+
+    def __init__(  # noqa: PLR0917 - a record's fields, positional as the callers pass them
+        self,
+        run_key: str,
+        suite_id: str,
+        service: str,
+        cut_off: bool,
+        completion: str,
+        outcome: result_pb2.TraceOutcome | None = None,
+        # The run's root span (hex ids), which write-back records point at.
+        root_trace_id: str = "",
+        root_span_id: str = "",
+        # The outcome as the core encoded it (empty: encode `outcome`).
+        outcome_bytes: bytes = b"",
+        # Its regrade row, without the newline (empty: made by sink_line).
+        row: bytes = b"",
+        # Its verdict number (0: an error) and score, from the core's tally (None: read them
+        # from the outcome).
+        verdict: int | None = None,
+        score: float = 0.0,
+    ) -> None:
+        if outcome is None and not outcome_bytes:
+            raise ValueError("a LiveResult needs its outcome or the outcome's bytes")
+        self.run_key, self.suite_id, self.service = run_key, suite_id, service
+        self.cut_off, self.completion = cut_off, completion
+        self._outcome = outcome
+        self.root_trace_id, self.root_span_id = root_trace_id, root_span_id
+        self.outcome_bytes, self.row = outcome_bytes, row
+        if verdict is None:
+            decoded = self.outcome
+            is_result = decoded.WhichOneof("outcome") == "result"
+            verdict = decoded.result.verdict if is_result else 0
+            score = decoded.result.score if is_result else 0.0
+        self.verdict, self.score = verdict, score
+
+    @property
+    def outcome(self) -> result_pb2.TraceOutcome:
+        if self._outcome is None:
+            self._outcome = result_pb2.TraceOutcome.FromString(self.outcome_bytes)
+        return self._outcome
 
     def sink_line(self) -> bytes:
         """The regrade row (byte for byte what `trajgrade regrade` writes for the same spans:
@@ -195,7 +238,13 @@ class Trip:
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: int = 0
     results: list[LiveResult] = field(default_factory=list)
+    # The committed results' assertions, counted by the core: (suite id, name, passed, failed).
+    assertions: list[tuple[str, str, int, int]] = field(default_factory=list)
     closed: bool = False
+
+
+# (suite id, assertion name, passed, failed) of a batch of results, from `_core.outcome_tally`.
+AssertionCounts = list[tuple[str, str, int, int]]
 
 
 @dataclass(frozen=True)
@@ -592,7 +641,7 @@ class LiveGrader:
         with trip.lock:
             trip.closed = True
             results, rest = trip.results, trip.runs[trip.done :]
-        self._publish(results)
+        self._publish(results, trip.assertions)
         if self._deadline is not None:
             self._expired(rest)
             return
@@ -611,29 +660,39 @@ class LiveGrader:
                 return
             runs = trip.runs[start : start + step]
             try:
-                graded = self._grade_runs(runs, routes)
+                graded, counts = self._grade_runs(runs, routes)
             except Exception:
-                if len(runs) > 1:  # find the failing run: the others are graded
-                    graded = [self._grade_alone(run, routes) for run in runs]
-                else:
-                    graded = [self._grade_alone(runs[0], routes)]
-            if not self._commit(trip, start, runs, graded):
+                # Find the failing run: the others are graded.
+                graded, counts = [], []
+                for run in runs:
+                    outcome, more = self._grade_alone(run, routes)
+                    graded.append(outcome)
+                    counts.extend(more)
+            if not self._commit(trip, start, runs, graded, counts):
                 return
 
-    def _grade_alone(self, run: Run, routes: Any) -> list[LiveResult] | str:
+    def _grade_alone(self, run: Run, routes: Any) -> tuple[list[LiveResult] | str, AssertionCounts]:
         try:
-            return self._grade_runs([run], routes)[0]
+            graded, counts = self._grade_runs([run], routes)
         except Exception:
             log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
-            return "error"
+            return "error", []
+        return graded[0], counts
 
     def _commit(
-        self, trip: Trip, start: int, runs: list[Run], graded: list[list[LiveResult] | str]
+        self,
+        trip: Trip,
+        start: int,
+        runs: list[Run],
+        graded: list[list[LiveResult] | str],
+        counts: AssertionCounts,
     ) -> bool:
-        """Commit graded runs to the trip, in order (False: the drain abandoned the trip)."""
+        """Commit graded runs and their assertions' counts to the trip, in order (False: the
+        drain abandoned the trip)."""
         with trip.lock:
             if trip.closed:
                 return False  # abandoned by the drain, which counted these runs and the rest
+            trip.assertions.extend(counts)
             for index, (run, outcome) in enumerate(zip(runs, graded, strict=True)):
                 trip.done = start + index + 1
                 self.metrics.traces.labels(run.completion).inc()
@@ -710,9 +769,12 @@ class LiveGrader:
         suite = ref.resolve(self.grader)
         return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
-    def _grade_runs(self, runs: list[Run], routes: Any) -> list[list[LiveResult] | str]:
-        """Each run's results, or why it was not graded (counted when the trip commits it):
-        the runs mapped in one core call, then graded in one call per suite."""
+    def _grade_runs(
+        self, runs: list[Run], routes: Any
+    ) -> tuple[list[list[LiveResult] | str], AssertionCounts]:
+        """Each run's results, or why it was not graded (counted when the trip commits it),
+        and their assertions' counts: the runs mapped in one core call, then graded in one
+        call per suite, and counted in one more."""
         out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
         routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
         mapped = _core.map_otlp_runs(
@@ -738,7 +800,8 @@ class LiveGrader:
                 batch[1].append(i)
                 batch[2].append(trace)
             suites_of.append((i, suites))
-        outcomes: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        outcomes: dict[tuple[int, int], tuple[bytes, bytes, int, float]] = {}
+        counts: AssertionCounts = []
         for key, (suite, indices, traces) in batches.items():
             graded = suite.grade_batch(traces)
             # The sink's rows, by the core, in one call per suite.
@@ -747,8 +810,12 @@ class LiveGrader:
                 if self.sink is not None
                 else [b""] * len(graded)
             )
-            for i, outcome, row in zip(indices, graded, rows, strict=False):
-                outcomes[key, i] = outcome, row
+            verdicts, scores, assertions = _core.outcome_tally(graded)
+            counts.extend((suite.suite_id, *named) for named in assertions)
+            for i, outcome, row, verdict, score in zip(
+                indices, graded, rows, verdicts, scores, strict=False
+            ):
+                outcomes[key, i] = outcome, row, verdict, score
         for i, suites in suites_of:
             run = runs[i]
             root_trace, root_id = root_span(run)
@@ -759,14 +826,14 @@ class LiveGrader:
                     run.service,
                     run.cut_off,
                     run.completion,
-                    result_pb2.TraceOutcome.FromString((raw := outcomes[id(suite), i])[0]),
+                    None,
                     root_trace,
                     root_id,
-                    *raw,
+                    *outcomes[id(suite), i],
                 )
                 for suite in suites
             ]
-        return out
+        return out, counts
 
     def _suite(self, ref: SuiteRef) -> Any:
         suite = ref.resolve(self.grader)
@@ -819,21 +886,32 @@ class LiveGrader:
             self.metrics.watchers_cut.inc(self.hub.dropped)
             self.hub.dropped = 0
 
-    def _publish(self, results: list[LiveResult]) -> None:
+    def _publish(
+        self, results: list[LiveResult], assertions: AssertionCounts | None = None
+    ) -> None:
+        """Results out: the metrics (verdicts and scores per result, `assertions` as the core
+        counted them), the watchers, the write-back and the sink."""
         if self._timing is not None:
             self._timing.published(r.run_key for r in results)
-        counts: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        counts: collections.Counter[tuple[str, int]] = collections.Counter()
         watched = len(self.hub) > 0
+        metrics = self.metrics
         for result in results:
-            self._count(result, counts)
+            counts[result.suite_id, result.verdict] += 1
+            if result.verdict:  # a result, not an error
+                self._child(metrics.score, result.suite_id).observe(result.score)
             if watched:  # the message only for watchers
-                outcome = result.outcome
-                verdict = outcome.result.verdict if outcome.HasField("result") else 0
                 self.hub.publish(
-                    Published(result.suite_id, verdict, result.service, result.response())
+                    Published(result.suite_id, result.verdict, result.service, result.response())
                 )
-        for (metric, *labels), count in counts.items():
-            self._child(metric, *labels).inc(count)
+        for (suite_id, verdict), count in counts.items():
+            name = _VERDICT_NAME[verdict] if verdict else "ERROR"
+            self._child(metrics.results, suite_id, name).inc(count)
+        for suite_id, name, passed, failed in assertions or ():
+            if passed:
+                self._child(metrics.assertions, suite_id, name, _PASS).inc(passed)
+            if failed:
+                self._child(metrics.assertions, suite_id, name, _FAIL).inc(failed)
         self._note_watchers()
         if self.writer is not None:
             stamp = now_ns()
@@ -849,20 +927,6 @@ class LiveGrader:
                 )
         if self._sink_writer is not None and results:
             self._sink_writer.submit([result.sink_line() for result in results])
-
-    def _count(self, result: LiveResult, counts: collections.Counter[tuple[Any, ...]]) -> None:
-        """Count a result: its verdict and assertions added to `counts` (incremented once per
-        trip), its score observed."""
-        outcome = result.outcome
-        metrics = self.metrics
-        if outcome.WhichOneof("outcome") != "result":
-            counts[metrics.results, result.suite_id, "ERROR"] += 1
-            return
-        graded = outcome.result
-        counts[metrics.results, result.suite_id, _VERDICT_NAME[graded.verdict]] += 1
-        self._child(metrics.score, result.suite_id).observe(graded.score)
-        for item in graded.results:
-            counts[metrics.assertions, result.suite_id, item.name, _STATUS_NAME[item.status]] += 1
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """A metric's child for these labels, looked up once (labels() validates and locks on

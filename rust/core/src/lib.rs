@@ -34,6 +34,7 @@ pub(crate) mod rows;
 pub(crate) mod scope;
 pub(crate) mod score;
 pub(crate) mod suite;
+pub mod tally;
 #[cfg(test)]
 pub(crate) mod test_rng;
 pub mod trace;

@@ -307,3 +307,15 @@ pub fn check_range(len: usize, start: usize, end: usize) -> PyResult<()> {
         )))
     }
 }
+
+/// Per outcome its verdict and score; per assertion name (name, passed, failed).
+type TallyTuple = (Vec<i32>, Vec<f64>, Vec<(String, u64, u64)>);
+
+/// (verdicts, scores, assertions) of encoded `TraceOutcome`s (see `trajgrade_core::tally`): per
+/// outcome its verdict number (0: an error) and score, and per assertion name in order of
+/// first appearance (name, passed, failed). The live receiver's metrics count these.
+#[pyfunction]
+pub fn outcome_tally(py: Python<'_>, outcomes: Vec<PyBackedBytes>) -> PyResult<TallyTuple> {
+    let t = run_detached(py, move || trajgrade_core::tally::tally(&outcomes))?;
+    Ok((t.verdicts, t.scores, t.assertions))
+}

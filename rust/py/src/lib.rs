@@ -29,7 +29,8 @@ mod _core {
     use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
     use crate::jsonl::{
-        arrow_traces, jsonl_traces, outcome_block, split_jsonl, PyBlockMark, PyJsonlBlock,
+        arrow_traces, jsonl_traces, outcome_block, outcome_tally, split_jsonl, PyBlockMark,
+        PyJsonlBlock,
     };
     #[pymodule_export]
     use crate::lazy_result::LazyGradeResult;

@@ -1,7 +1,7 @@
 //! THE span-to-Trace mapping (docs/trace-formats.md, OTLP): spans and `gen_ai.*` log events
 //! of one group to one `Trace`. A group depends only on its own spans and events and their
 //! relative order, so a run graded live and its spans regraded from a file give one Trace.
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -744,7 +744,7 @@ fn merge_mcp(ex: &mut Extractor<'_>, spans: &HashMap<SpanKey, usize>, all: &[Spa
     let mut members: Vec<(SpanKey, Vec<(usize, usize)>)> = Vec::new();
     for (key, _) in &into {
         let (mut root, mut depth) = (key.clone(), 0usize);
-        let mut seen = HashSet::from([key.clone()]);
+        let mut seen: HashSet<SpanKey> = [key.clone()].into_iter().collect();
         while let Some(next) = into_map.get(&root) {
             if seen.contains(next) {
                 break;

@@ -73,7 +73,8 @@ pub struct RunParts<'a> {
 }
 
 /// Map one live run: its spans composed into one `ExportTraceServiceRequest` (a
-/// `ResourceSpans` per span, its `ScopeSpans` holding that span) and its events into one
+/// `ResourceSpans` per run of consecutive spans under one resource, its `ScopeSpans` holding
+/// them) and its events into one
 /// `ExportLogsServiceRequest` (likewise), mapped as `map_requests` maps them: the run's first
 /// `Trace` (None when nothing maps).
 pub fn map_run(
@@ -82,16 +83,26 @@ pub fn map_run(
     dedupe_window_s: f64,
 ) -> Result<Option<Vec<u8>>, DecodeError> {
     let mut traces = Vec::new();
-    for (resource, span) in run.resources.iter().zip(&run.spans) {
+    let (mut at, n) = (0, run.spans.len().min(run.resources.len()));
+    while at < n {
+        // Consecutive spans under the same resource share one ResourceSpans: the resource is
+        // decoded once (spans of one export usually share it), and the order is kept.
+        let resource = run.resources[at];
+        let same = |r: &&&[u8]| std::ptr::eq(**r, resource) || **r == resource;
+        let end = at + run.resources[at..n].iter().take_while(same).count();
+        let spans = &run.spans[at..end];
         // ResourceSpans { resource = 1; scope_spans = 2 { spans = 2 } }
-        let scope = field_len(2, span.len()) + span.len();
+        let scope: usize = spans.iter().map(|s| field_len(2, s.len()) + s.len()).sum();
         let inner = field_len(1, resource.len()) + resource.len() + field_len(2, scope) + scope;
         put_field(&mut traces, 1, inner);
         put_field(&mut traces, 1, resource.len());
         traces.extend_from_slice(resource);
         put_field(&mut traces, 2, scope);
-        put_field(&mut traces, 2, span.len());
-        traces.extend_from_slice(span);
+        for span in spans {
+            put_field(&mut traces, 2, span.len());
+            traces.extend_from_slice(span);
+        }
+        at = end;
     }
     let mut logs = Vec::new();
     for event in &run.events {

@@ -1,5 +1,5 @@
 //! The records the mapping reads: one per OTLP span and per `gen_ai.*` log event.
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use super::decode::{self, ExportLogsServiceRequest, ExportTraceServiceRequest};
@@ -7,21 +7,30 @@ use super::pyvalue::{Dict, Value};
 use super::report::{Report, LOG_WITHOUT_TRACE};
 use super::tree::SpanKey;
 
-/// Attributes in dict order (first position of a key, last value), with a key index.
+/// Attributes in dict order (first position of a key, last value: keys are unique), with a
+/// key index only when there are many: a span's handful is found faster by a scan than by
+/// hashing, and building an index per span was a tenth of a live run's mapping.
 #[derive(Debug, Default)]
 pub(crate) struct Attrs {
     items: Vec<(String, Value)>,
-    index: HashMap<String, usize>,
+    index: Option<HashMap<String, usize>>,
 }
+
+/// Above this many attributes, lookups go through an index.
+const SCAN_UP_TO: usize = 16;
 
 impl Attrs {
     pub(crate) fn from_dict(dict: Dict) -> Attrs {
-        let index = dict.0.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+        let index = (dict.0.len() > SCAN_UP_TO)
+            .then(|| dict.0.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect());
         Attrs { items: dict.0, index }
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
-        self.index.get(key).map(|&i| &self.items[i].1)
+        match &self.index {
+            Some(index) => index.get(key).map(|&i| &self.items[i].1),
+            None => self.items.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+        }
     }
 
     /// Python's `attrs.get(key)`: `None` for a missing key as for an unset value.
@@ -34,7 +43,7 @@ impl Attrs {
     }
 
     pub(crate) fn contains(&self, key: &str) -> bool {
-        self.index.contains_key(key)
+        self.get(key).is_some()
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {

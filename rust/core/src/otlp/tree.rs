@@ -1,5 +1,5 @@
 //! The span tree of one trace group: parents, and the agent path each span runs under.
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::record::SpanRecord;
 
@@ -74,7 +74,7 @@ impl SpanTree {
     /// The keys of a span's ancestors in the group, nearest first (a cycle stops the walk).
     pub(crate) fn ancestors(&self, key: &SpanKey) -> Vec<&SpanKey> {
         let mut out: Vec<&SpanKey> = Vec::new();
-        let mut seen: std::collections::HashSet<&SpanKey> = std::collections::HashSet::from([key]);
+        let mut seen: HashSet<&SpanKey> = [key].into_iter().collect();
         let mut current = self.parent_of.get(key);
         while let Some(at) = current {
             if !seen.insert(at) {
@@ -112,7 +112,7 @@ impl SpanTree {
 
     fn agent_of(&mut self, spans: &[SpanRecord], by_key: &HashMap<SpanKey, usize>, start: usize) {
         let mut pending: Vec<usize> = Vec::new();
-        let mut seen: std::collections::HashSet<SpanKey> = std::collections::HashSet::new();
+        let mut seen: HashSet<SpanKey> = HashSet::new();
         let mut current = Some(start);
         while let Some(at) = current {
             let key = spans[at].key();
