@@ -63,6 +63,7 @@ def test_every_entry_point_is_in_the_doc_tables() -> None:
         "arrow_traces",
         "encode_trace_dict",
         "outcome_block",
+        "outcome_tally",
         "map_otlp",
         "map_otlp_runs",
         "otlp_spans",
