@@ -211,8 +211,40 @@ async def test_auth_token_guards_the_receivers(make_live: LiveFactory, spans_fil
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await live.export(export_request(run))
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    for wrong in ("Basic s3cret", "Bearer s3cre", "Bearer s3crett"):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await live.export(export_request(run), metadata=(("authorization", wrong),))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED, wrong
     response = await live.export(
         export_request(run), metadata=(("authorization", "Bearer s3cret"),)
     )
     assert not response.HasField("partial_success")
+    assert live.metric("trajgrade_live_spans_total", outcome="accepted") == len(run)
+
+
+async def test_transport_takes_gzip_refuses_unknown_methods_and_drains(
+    make_live: LiveFactory, spans_file: Path
+) -> None:
+    """The receiver's TCP transport (the core's): gzip-compressed exports (what an exporter
+    sends with OTEL_EXPORTER_OTLP_COMPRESSION=gzip), UNIMPLEMENTED for a method it does not
+    serve, and UNAVAILABLE (retryable) once draining."""
+    live = await make_live()
+    watch = await live.watch()
+    run = runs(spans_file)[0]
+    export = live.otlp_channel.unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    )
+    body = export_request(run).SerializeToString()
+    assert await export(body, compression=grpc.Compression.Gzip) == b""
+    (item,) = await watch.wait(1)
+    assert item.trace_id == run[0].trace_id
+    other = live.otlp_channel.unary_unary("/opentelemetry.proto.collector.metrics.v1.Nope/Export")
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await other(body)
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    live.server._otlp_grpc[0].draining = True
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await export(body)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "shutting down" in (caught.value.details() or "")
     assert live.metric("trajgrade_live_spans_total", outcome="accepted") == len(run)

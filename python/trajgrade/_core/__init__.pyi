@@ -28,6 +28,8 @@ __all__ = [
     "LazyGradeResult",
     "LimitExceededError",
     "Limits",
+    "OtlpExport",
+    "OtlpGrpcTransport",
     "ParquetBatches",
     "ParquetTraces",
     "SuiteNotFoundError",
@@ -42,6 +44,7 @@ __all__ = [
     "map_otlp_runs",
     "otlp_spans",
     "outcome_block",
+    "outcome_tally",
     "split_jsonl",
 ]
 
@@ -423,3 +426,41 @@ def otlp_spans(
     the run, encoded size, span bytes, resource index, keyed)]), where keyed is the string
     values of `keys` (a repeated key: its last) or None when one holds another type. A
     malformed request raises ValueError."""
+
+@final
+class OtlpExport:
+    """An OTLP/gRPC export taken by the event loop (OtlpGrpcTransport.take): answered once."""
+
+    @property
+    def logs(self) -> bool:
+        """A LogsService export (else TraceService)."""
+    def body(self) -> bytes:
+        """The request's protobuf bytes (taken once)."""
+    def reply(self, response: bytes) -> None:
+        """Answer with an encoded Export*ServiceResponse."""
+    def fail(self, code: int, message: str) -> None:
+        """Answer with a gRPC status code number and message."""
+
+@final
+class OtlpGrpcTransport:
+    """The live OTLP/gRPC receiver's transport (tonic, threads of its own): serving from
+    construction until stop()."""
+
+    def __new__(
+        cls,
+        address: str,
+        max_message_bytes: int,
+        token: str | None = None,
+        tls: tuple[bytes, bytes, bytes | None] | None = None,
+    ) -> OtlpGrpcTransport: ...
+    @property
+    def port(self) -> int | None:
+        """The bound TCP port (None for a unix socket)."""
+    def fileno(self) -> int:
+        """Readable when exports wait (loop.add_reader)."""
+    def take(self) -> list[OtlpExport]:
+        """Every export waiting, in arrival order."""
+    def set_draining(self) -> None:
+        """Answer new exports UNAVAILABLE without handing them over."""
+    def stop(self, grace_s: float) -> None:
+        """Stop listening; calls in flight get grace_s to finish (blocks: off the loop)."""

@@ -1,9 +1,18 @@
-"""The OTLP/gRPC receiver: TraceService/Export and LogsService/Export on a grpc.aio server of
-its own (its own address), on the grading server's event loop, with its auth and TLS."""
+"""The OTLP/gRPC receiver: TraceService/Export and LogsService/Export on an address of its own,
+with the server's auth and TLS.
+
+On TCP the transport is the core's (`_core.OtlpGrpcTransport`, rust/py/src/otlp_receiver.rs:
+tonic on threads of its own): HTTP/2, TLS, gzip, the bearer token and draining never hold the
+interpreter, and the event loop is woken once per batch of exports to answer each one here
+with what assembly made of its spans (the OTLP partial success). On a unix socket it is
+grpc.aio's (see otlp_grpc_server)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -11,8 +20,10 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from trajgrade import _core
 from trajgrade.live.grading import LiveGrader
 from trajgrade.server.auth import BearerTokenInterceptor
+from trajgrade.server.settings import Settings
 
 log = logging.getLogger("trajgrade.live")
 
@@ -21,25 +32,63 @@ TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].fu
 LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """An export answered with a gRPC status instead of a response."""
+
+    code: grpc.StatusCode
+    message: str
+
+
 class OtlpGrpcReceiver:
-    """Decodes each export itself (identity deserializer), so a malformed body is answered
-    INVALID_ARGUMENT with the parser's reason rather than gRPC's INTERNAL."""
+    """Answers each export: a malformed body INVALID_ARGUMENT with the parser's reason, an
+    accepted one with its partial success (empty when every span was taken). The same answers
+    whichever transport carried the export (the core's, or grpc.aio's for unix sockets)."""
 
     def __init__(self, live: LiveGrader) -> None:
         self.live = live
-        self.draining = False
+        self.transport: _core.OtlpGrpcTransport | None = None
         # The common case's counter child, looked up once (labels() validates and locks).
         self._traces_ok = live.metrics.exports.labels("traces", "grpc", "ok")
+        self._draining = False
 
-    async def export_traces(self, request: bytes, context: Any) -> bytes:
-        if self.draining:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    @draining.setter
+    def draining(self, value: bool) -> None:
+        # Exports are then answered UNAVAILABLE (retryable) by the transport itself.
+        self._draining = value
+        if value and self.transport is not None:
+            self.transport.set_draining()
+
+    def answer(self, logs: bool, body: bytes) -> bytes | Refusal:
+        """An export's response bytes, or the status it is refused with."""
+        if self._draining:
+            # Retryable for an exporter (OTLP): its retry goes to a replica that is up.
+            return Refusal(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        return self._export_logs(body) if logs else self._export_traces(body)
+
+    def on_readable(self) -> None:
+        """The loop's reader callback for the core's transport: answer every export waiting."""
+        assert self.transport is not None
+        for export in self.transport.take():
+            try:
+                answer = self.answer(export.logs, export.body())
+            except Exception:  # a defect: answered, logged, the other exports go on
+                log.exception("an OTLP/gRPC export could not be taken")
+                answer = Refusal(grpc.StatusCode.INTERNAL, "the export could not be taken")
+            if isinstance(answer, Refusal):
+                export.fail(answer.code.value[0], answer.message)
+            else:
+                export.reply(answer)
+
+    def _export_traces(self, body: bytes) -> bytes | Refusal:
         try:
-            partial = self.live.export_traces(request)  # decoded in the core
+            partial = self.live.export_traces(body)  # decoded in the core
         except ValueError as exc:
-            await self._malformed(
-                "traces", trace_service_pb2.ExportTraceServiceRequest, exc, context
-            )
+            return self._malformed("traces", trace_service_pb2.ExportTraceServiceRequest, exc)
         if not partial.rejected_spans:
             self._traces_ok.inc()
             return _EMPTY  # every span taken: the empty response
@@ -48,8 +97,12 @@ class OtlpGrpcReceiver:
         response.partial_success.CopyFrom(partial)
         return response.SerializeToString()
 
-    async def export_logs(self, request: bytes, context: Any) -> bytes:
-        message = await self._parse(request, logs_service_pb2.ExportLogsServiceRequest, context)
+    def _export_logs(self, body: bytes) -> bytes | Refusal:
+        message = logs_service_pb2.ExportLogsServiceRequest()
+        try:
+            message.ParseFromString(body)
+        except DecodeError as exc:
+            return self._malformed("logs", logs_service_pb2.ExportLogsServiceRequest, exc)
         partial = self.live.export_logs(message)
         result = "partial" if partial.rejected_log_records else "ok"
         self.live.metrics.exports.labels("logs", "grpc", result).inc()
@@ -58,36 +111,72 @@ class OtlpGrpcReceiver:
             response.partial_success.CopyFrom(partial)
         return response.SerializeToString()
 
-    async def _parse(self, request: bytes, message_type: Any, context: Any) -> Any:
-        signal = "traces" if message_type is trace_service_pb2.ExportTraceServiceRequest else "logs"
-        if self.draining:
-            # Retryable for an exporter (OTLP): its retry goes to a replica that is up.
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
-        message = message_type()
-        try:
-            message.ParseFromString(request)
-        except DecodeError as exc:
-            await self._malformed(signal, message_type, exc, context)
-        return message
-
-    async def _malformed(
-        self, signal: str, message_type: Any, exc: Exception, context: Any
-    ) -> None:
+    def _malformed(self, signal: str, message_type: Any, exc: Exception) -> Refusal:
         self.live.metrics.exports.labels(signal, "grpc", "malformed").inc()
-        await context.abort(
+        return Refusal(
             grpc.StatusCode.INVALID_ARGUMENT,
             f"malformed OTLP {signal} export: not a {message_type.DESCRIPTOR.name} ({exc})",
         )
 
+    # --- grpc.aio's transport (unix sockets) ------------------------------------------------
+
+    async def _aio_export(self, logs: bool, request: bytes, context: Any) -> bytes:
+        answer = self.answer(logs, request)
+        if isinstance(answer, Refusal):
+            await context.abort(answer.code, answer.message)
+        assert isinstance(answer, bytes)
+        return answer
+
+    async def _aio_traces(self, request: bytes, context: Any) -> bytes:
+        return await self._aio_export(False, request, context)
+
+    async def _aio_logs(self, request: bytes, context: Any) -> bytes:
+        return await self._aio_export(True, request, context)
+
     def handlers(self) -> list[grpc.GenericRpcHandler]:
+        """grpc.aio handlers (identity deserializers: the bodies are decoded here)."""
         return [
             grpc.method_handlers_generic_handler(
-                TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export_traces)}
+                TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._aio_traces)}
             ),
             grpc.method_handlers_generic_handler(
-                LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self.export_logs)}
+                LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._aio_logs)}
             ),
         ]
+
+
+class OtlpGrpcServer:
+    """The receiver on the core's transport, bound; `start` hands its exports to the running
+    loop."""
+
+    def __init__(self, receiver: OtlpGrpcReceiver, transport: _core.OtlpGrpcTransport) -> None:
+        self.receiver = receiver
+        self.transport = transport
+        receiver.transport = transport
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.transport.fileno(), self.receiver.on_readable)
+
+    async def stop(self, grace: float) -> None:
+        """Stop listening; calls in flight get `grace` seconds (off the loop) to finish."""
+        if self._loop is not None:
+            self._loop.remove_reader(self.transport.fileno())
+            self._loop = None
+        await asyncio.get_running_loop().run_in_executor(None, self.transport.stop, grace)
+
+
+def tls_pem(settings: Settings) -> tuple[bytes, bytes, bytes | None] | None:
+    """The server's TLS settings as PEM bytes for the transport (None: plaintext)."""
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        return None
+    ca = settings.tls_client_ca_file
+    return (
+        Path(settings.tls_cert_file).read_bytes(),
+        Path(settings.tls_key_file).read_bytes(),
+        None if ca is None else Path(ca).read_bytes(),
+    )
 
 
 def otlp_grpc_server(
@@ -95,10 +184,19 @@ def otlp_grpc_server(
     address: str,
     *,
     token: str | None,
+    settings: Settings,
     credentials: grpc.ServerCredentials | None,
     max_message_bytes: int,
-) -> tuple[grpc.aio.Server, int]:
-    """The receiver's server, bound (not started); returns it and the bound port."""
+) -> tuple[OtlpGrpcServer | grpc.aio.Server, int | None]:
+    """The receiver's server, bound (not started); returns it and the bound port (None for a
+    unix socket).
+
+    On a unix socket the receiver runs on grpc.aio: the HTTP/2 library under the core's
+    transport refuses the `:authority` that gRPC's C-core clients send there (the socket's
+    path; hyperium/h2#487), which every Python, C++ and Ruby exporter would hit."""
+    if not address.startswith("unix:"):
+        transport = _core.OtlpGrpcTransport(address, max_message_bytes, token, tls_pem(settings))
+        return OtlpGrpcServer(receiver, transport), transport.port
     interceptors = [] if token is None else [BearerTokenInterceptor(token)]
     server = grpc.aio.server(
         interceptors=interceptors,
@@ -110,7 +208,7 @@ def otlp_grpc_server(
     )
     server.add_generic_rpc_handlers(tuple(receiver.handlers()))
     if credentials is None:
-        port = server.add_insecure_port(address)
+        server.add_insecure_port(address)
     else:
-        port = server.add_secure_port(address, credentials)
-    return server, port
+        server.add_secure_port(address, credentials)
+    return server, None

@@ -115,7 +115,7 @@ class GradingServer:
         self.live: Any = None  # trajgrade.live.grading.LiveGrader
         self.otlp_grpc_port: int | None = None
         self.otlp_http_port: int | None = None
-        self._otlp_grpc: Any = None  # (receiver, grpc.aio.Server)
+        self._otlp_grpc: Any = None  # (receiver, OtlpGrpcServer)
         self._otlp_http: Any = None  # (receiver, aiohttp AppRunner)
         # Set by the drain: live results were lost at shutdown (EXIT_LIVE_LOST).
         self.live_results_lost = False
@@ -238,7 +238,10 @@ class GradingServer:
 
     async def _start_live(self, token: str | None, credentials: Any) -> None:
         """The OTLP receivers."""
-        from trajgrade.live.otlp_grpc import OtlpGrpcReceiver, otlp_grpc_server  # noqa: PLC0415
+        from trajgrade.live.otlp_grpc import (  # noqa: PLC0415
+            OtlpGrpcReceiver,
+            otlp_grpc_server,
+        )
         from trajgrade.live.otlp_http import (  # noqa: PLC0415
             OtlpHttpReceiver,
             ssl_context,
@@ -252,6 +255,7 @@ class GradingServer:
                 receiver,
                 s.otlp_grpc_address,
                 token=token,
+                settings=s,
                 credentials=credentials,
                 max_message_bytes=s.max_message_bytes,
             )

@@ -10,6 +10,7 @@ mod grader;
 mod jsonl;
 mod lazy_result;
 mod otlp;
+mod otlp_receiver;
 mod parquet;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
@@ -36,6 +37,8 @@ mod _core {
     use crate::lazy_result::LazyGradeResult;
     #[pymodule_export]
     use crate::otlp::{map_otlp, map_otlp_runs, otlp_spans};
+    #[pymodule_export]
+    use crate::otlp_receiver::{PyOtlpExport, PyOtlpGrpcTransport};
     #[pymodule_export]
     use crate::parquet::{PyArrowBatch, PyParquetBatches, PyParquetTraces};
 

@@ -1,0 +1,381 @@
+//! The OTLP/gRPC receiver's transport: tonic serves `TraceService/Export` and
+//! `LogsService/Export` on threads of its own, and hands each export's body to the Python event
+//! loop, which answers it (`live/otlp_grpc.py`).
+//!
+//! Why not grpc.aio: a grpc.aio server runs every call's transport work on the event loop
+//! holding the interpreter, so the live receiver's grading delayed exporters' requests and
+//! answers (`bench_live`: half the interpreter's time at one export per run was grpc.aio's). Here
+//! HTTP/2, TLS, compression, the bearer token and draining are handled without the
+//! interpreter; the loop is woken once per batch of exports (a byte on a socket pair it
+//! watches) and takes them all in one call.
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tokio::sync::oneshot;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
+use tonic::server::{Grpc, NamedService};
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic::{Request, Response, Status};
+
+const TRACES_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+const LOGS_PATH: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+
+/// Message bodies as they are: Python decodes (or the core's intake does).
+#[derive(Clone, Copy, Default)]
+struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// What Python answers an export with.
+type Answer = Result<Bytes, Status>;
+
+/// One export waiting for the event loop.
+struct Pending {
+    logs: bool,
+    body: Bytes,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// What the tonic side and Python share.
+struct Shared {
+    queue: Mutex<VecDeque<Pending>>,
+    /// A wake-up byte is on its way (cleared by `take`): one per batch, not per export.
+    notified: AtomicBool,
+    wake: UnixStream,
+    draining: AtomicBool,
+    token: Option<Vec<u8>>,
+}
+
+impl Shared {
+    fn push(&self, pending: Pending) {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(pending);
+        if !self.notified.swap(true, Ordering::AcqRel) {
+            // A full socket buffer means a wake-up is pending anyway.
+            let _ = (&self.wake).write(&[1]);
+        }
+    }
+
+    /// The request carries `authorization: Bearer <token>` (compared in constant time).
+    fn allowed<T>(&self, request: &http::Request<T>) -> bool {
+        let Some(token) = &self.token else { return true };
+        let Some(value) = request.headers().get("authorization") else { return false };
+        let value = value.as_bytes();
+        let Some(space) = value.iter().position(|&b| b == b' ') else { return false };
+        let (scheme, presented) = (&value[..space], value[space + 1..].trim_ascii());
+        scheme.eq_ignore_ascii_case(b"bearer") && constant_time_eq(presented, token)
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// One export's unary service: queued for Python, answered when Python replies.
+#[derive(Clone)]
+struct Export {
+    shared: Arc<Shared>,
+    logs: bool,
+}
+
+impl Service<Request<Bytes>> for Export {
+    type Response = Response<Bytes>;
+    type Error = Status;
+    type Future = BoxFuture<Response<Bytes>, Status>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let (shared, logs) = (Arc::clone(&self.shared), self.logs);
+        Box::pin(async move {
+            if shared.draining.load(Ordering::Acquire) {
+                // Retryable for an exporter (OTLP): its retry goes to a replica that is up.
+                return Err(Status::unavailable("the server is shutting down"));
+            }
+            let (answer, answered) = oneshot::channel();
+            shared.push(Pending { logs, body: request.into_inner(), answer });
+            match answered.await {
+                Ok(Ok(body)) => Ok(Response::new(body)),
+                Ok(Err(status)) => Err(status),
+                Err(_) => Err(Status::unavailable("the receiver stopped before answering")),
+            }
+        })
+    }
+}
+
+/// Routes the two methods; anything else is UNIMPLEMENTED.
+#[derive(Clone)]
+struct OtlpService {
+    shared: Arc<Shared>,
+    max_message_bytes: usize,
+}
+
+impl NamedService for OtlpService {
+    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+}
+
+impl<B> Service<http::Request<B>> for OtlpService
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let logs = match request.uri().path() {
+            TRACES_PATH => false,
+            LOGS_PATH => true,
+            path => {
+                let status = Status::unimplemented(format!("no method {path} here"));
+                return Box::pin(async move { Ok(status.into_http()) });
+            }
+        };
+        if !self.shared.allowed(&request) {
+            let status = Status::unauthenticated(
+                "missing or wrong bearer token: send 'authorization: Bearer <token>'",
+            );
+            return Box::pin(async move { Ok(status.into_http()) });
+        }
+        let export = Export { shared: Arc::clone(&self.shared), logs };
+        let max = self.max_message_bytes;
+        Box::pin(async move {
+            let mut grpc = Grpc::new(RawCodec)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .apply_max_message_size_config(Some(max), Some(max));
+            Ok(grpc.unary(export, request).await)
+        })
+    }
+}
+
+/// An export taken by the event loop: its body, and how to answer it (once).
+#[pyclass(module = "trajgrade._core", name = "OtlpExport")]
+pub struct PyOtlpExport {
+    #[pyo3(get)]
+    logs: bool,
+    body: Option<Bytes>,
+    answer: Option<oneshot::Sender<Answer>>,
+}
+
+#[pymethods]
+impl PyOtlpExport {
+    /// The request's protobuf bytes (a copy; taken once).
+    fn body<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.body.take().unwrap_or_default())
+    }
+
+    /// Answer with these response bytes (an encoded `Export*ServiceResponse`).
+    fn reply(&mut self, response: &[u8]) {
+        if let Some(answer) = self.answer.take() {
+            let _ = answer.send(Ok(Bytes::copy_from_slice(response)));
+        }
+    }
+
+    /// Answer with a gRPC status (its code number) and message.
+    fn fail(&mut self, code: i32, message: &str) {
+        if let Some(answer) = self.answer.take() {
+            let _ = answer.send(Err(Status::new(tonic::Code::from_i32(code), message)));
+        }
+    }
+}
+
+/// The receiver: serving from construction until `stop`.
+#[pyclass(module = "trajgrade._core", name = "OtlpGrpcTransport")]
+pub struct PyOtlpGrpcTransport {
+    shared: Arc<Shared>,
+    woken: UnixStream,
+    #[pyo3(get)]
+    port: Option<u16>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+}
+
+/// TLS from PEM bytes: the server's certificate and key, and the client CA that makes it mTLS.
+type TlsPem = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
+
+#[pymethods]
+impl PyOtlpGrpcTransport {
+    /// Bind `address` (`host:port`, `[v6]:port` or `unix:/path`) and serve on a thread of its
+    /// own. `OSError` when the address cannot be bound, `ValueError` for a bad address or TLS.
+    #[new]
+    #[pyo3(signature = (address, max_message_bytes, token=None, tls=None))]
+    fn new(
+        address: &str,
+        max_message_bytes: usize,
+        token: Option<&str>,
+        tls: Option<TlsPem>,
+    ) -> PyResult<Self> {
+        let (woken, wake) = UnixStream::pair().map_err(|e| PyOSError::new_err(e.to_string()))?;
+        for end in [&woken, &wake] {
+            end.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        }
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(VecDeque::new()),
+            notified: AtomicBool::new(false),
+            wake,
+            draining: AtomicBool::new(false),
+            token: token.map(|t| t.as_bytes().to_vec()),
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("trajgrade-otlp")
+            .enable_all()
+            .build()
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let mut builder = Server::builder();
+        if let Some((cert, key, client_ca)) = tls {
+            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+            if let Some(ca) = client_ca {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder
+                .tls_config(config)
+                .map_err(|e| PyValueError::new_err(format!("TLS settings: {e}")))?;
+        }
+        let service = OtlpService { shared: Arc::clone(&shared), max_message_bytes };
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let signal = async move {
+            let _ = stopped.await;
+        };
+        let entered = runtime.enter();
+        let (port, served) = if let Some(path) = address.strip_prefix("unix:") {
+            let listener = tokio::net::UnixListener::bind(path)
+                .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
+            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+            let serve = builder.serve_with_incoming_shutdown(service, incoming, signal);
+            (None, runtime.spawn(serve))
+        } else {
+            let (host, port) = address
+                .rsplit_once(':')
+                .ok_or_else(|| PyValueError::new_err(format!("{address}: not host:port")))?;
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let host = if host.is_empty() { "127.0.0.1" } else { host };
+            let port: u16 = port
+                .parse()
+                .map_err(|_| PyValueError::new_err(format!("{address}: not a port number")))?;
+            let listener = std::net::TcpListener::bind((host, port))
+                .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
+            listener.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
+            let bound = listener.local_addr().map_err(|e| PyOSError::new_err(e.to_string()))?;
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(|e| PyOSError::new_err(e.to_string()))?;
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let serve = builder.serve_with_incoming_shutdown(service, incoming, signal);
+            (Some(bound.port()), runtime.spawn(serve))
+        };
+        drop(entered);
+        Ok(PyOtlpGrpcTransport {
+            shared,
+            woken,
+            port,
+            runtime: Some(runtime),
+            shutdown: Some(shutdown),
+            served: Some(served),
+        })
+    }
+
+    /// The descriptor the event loop watches (`loop.add_reader`): readable when exports wait.
+    fn fileno(&self) -> i32 {
+        self.woken.as_raw_fd()
+    }
+
+    /// Every export waiting, in arrival order (the wake-up consumed).
+    fn take(&self) -> Vec<PyOtlpExport> {
+        let mut sink = [0u8; 64];
+        while matches!((&self.woken).read(&mut sink), Ok(n) if n > 0) {}
+        self.shared.notified.store(false, Ordering::Release);
+        let waiting: Vec<Pending> = self
+            .shared
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        waiting
+            .into_iter()
+            .map(|p| PyOtlpExport { logs: p.logs, body: Some(p.body), answer: Some(p.answer) })
+            .collect()
+    }
+
+    /// From now on, exports are answered UNAVAILABLE (retryable) without reaching Python.
+    fn set_draining(&self) {
+        self.shared.draining.store(true, Ordering::Release);
+    }
+
+    /// Stop listening, let calls in flight finish for up to `grace_s`, then close the rest.
+    /// Exports still queued for Python are answered UNAVAILABLE.
+    fn stop(&mut self, py: Python<'_>, grace_s: f64) {
+        self.set_draining();
+        for pending in self.take() {
+            drop(pending); // the dropped answer: UNAVAILABLE
+        }
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        let (Some(runtime), Some(served)) = (self.runtime.take(), self.served.take()) else {
+            return;
+        };
+        py.detach(move || {
+            let grace = Duration::from_secs_f64(grace_s.max(0.0));
+            let _ = runtime.block_on(async { tokio::time::timeout(grace, served).await });
+            runtime.shutdown_timeout(Duration::from_millis(100));
+        });
+    }
+}
+
+impl Drop for PyOtlpGrpcTransport {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
