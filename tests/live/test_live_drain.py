@@ -237,7 +237,8 @@ async def test_small_trips_are_graded_on_the_loop_and_large_ones_on_the_thread(
     """A trip of a few small runs is graded on the loop (no hand-off to the grading thread and
     back); a trip over --inline-grade-bytes goes to the grading thread, so the loop, which
     serves every other caller, never holds a large run's mapping and grading."""
-    live = await make_live(inline_grade_bytes=inline_bytes)
+    # No routes poll meanwhile: a trip during a reload goes to the thread by design.
+    live = await make_live(inline_grade_bytes=inline_bytes, routes_poll_s=3600.0)
     grader = live.server.live
     threads: list[str] = []
     grade_runs = grader._grade_runs

@@ -17,7 +17,6 @@ from trajgrade.live.assembly import (
     SETTLED,
     Assembler,
     AssemblyConfig,
-    IncomingSpan,
 )
 from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
 from trajgrade.live.grading import LiveResult, _incoming
@@ -55,8 +54,8 @@ def test_otlp_flags_default_env_and_checks() -> None:
 
 def span(
     trace: str, span_id: str, *, parent: str = "", attrs: dict[str, object] | None = None
-) -> IncomingSpan:
-    record = LiveSpan(
+) -> LiveSpan:
+    return LiveSpan(
         trace_id=trace,
         span_id=span_id,
         parent=parent,
@@ -66,8 +65,8 @@ def span(
         raw=b"",
         resource_raw=b"",
         keys=frozenset(),
+        size=100,
     )
-    return IncomingSpan(record, size=100)
 
 
 def test_group_by_merges_traces_whose_attribute_comes_later() -> None:
@@ -361,26 +360,26 @@ def test_intake_decodes_heads_and_keyed_attributes_in_the_core() -> None:
     marker.key, marker.value.bool_value = "trajgrade.run.end", False
 
     first, second = _incoming(request.SerializeToString(), ["route", "service.name"])
-    assert (first.record.trace_id, first.record.span_id, first.record.parent) == (
+    assert (first.trace_id, first.span_id, first.parent) == (
         "01" * 16,
         "02" * 8,
         "",
     )
-    assert (first.record.start, first.flags, first.ends_run, first.is_root) == (
+    assert (first.start, first.flags, first.ends_run, first.is_root) == (
         5,
         0x100,
         True,
         True,
     )
     assert first.size == root.ByteSize()
-    assert first.record.raw == root.SerializeToString()
-    assert first.record.resource_raw == resource_spans.resource.SerializeToString()
-    assert first.record.attrs == {"route": "b"}  # the last of a repeated key, as the importer
-    assert first.record.resource == {"service.name": "svc"}
-    assert first.record.resource is second.record.resource  # one dict per resource
+    assert first.raw == root.SerializeToString()
+    assert first.resource_raw == resource_spans.resource.SerializeToString()
+    assert first.attrs == {"route": "b"}  # the last of a repeated key, as the importer
+    assert first.resource == {"service.name": "svc"}
+    assert first.resource is second.resource  # one dict per resource
     # A non-string value: the importer's conversion (an int stays an int, for str() and globs).
-    assert second.record.attrs == {"route": 7}
-    assert (second.record.parent, second.ends_run, second.is_root) == ("02" * 8, False, False)
+    assert second.attrs == {"route": 7}
+    assert (second.parent, second.ends_run, second.is_root) == ("02" * 8, False, False)
     with pytest.raises(ValueError, match="traces"):
         _incoming(b"\x0a\xff", ["route"])
 

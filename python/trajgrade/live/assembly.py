@@ -50,28 +50,6 @@ class AssemblyConfig:
     late_memory: int = 20_000
 
 
-# OTLP span flags: the parent's remote bit is known, and set (the span is this process's part
-# of a trace that started elsewhere: its local root).
-_HAS_IS_REMOTE = 0x100
-_IS_REMOTE = 0x200
-
-
-@dataclass(slots=True)
-class IncomingSpan:
-    """One received span: its record for the mapping, and what assembly reads of it."""
-
-    record: LiveSpan
-    size: int
-    ends_run: bool = False
-    flags: int = 0
-
-    @property
-    def is_root(self) -> bool:
-        """No parent, or a remote parent (a run inside a request from another service)."""
-        remote = self.flags & (_HAS_IS_REMOTE | _IS_REMOTE) == _HAS_IS_REMOTE | _IS_REMOTE
-        return self.record.parent == "" or remote
-
-
 @dataclass
 class Run:
     """A run being assembled (then handed out as complete)."""
@@ -164,7 +142,7 @@ class Assembler:
         self._graded.forgotten.clear()
         return out
 
-    def add_spans(self, spans: Iterable[IncomingSpan], now: float) -> AddOutcome:
+    def add_spans(self, spans: Iterable[LiveSpan], now: float) -> AddOutcome:
         """Take the spans of one request; returns what became of them, and the runs that an
         end marker or a cap completed."""
         out = AddOutcome()
@@ -206,8 +184,8 @@ class Assembler:
                 out.open_touched.append(run)
         return out
 
-    def _add_span(self, span: IncomingSpan, now: float, out: AddOutcome) -> Run | None:
-        record, config = span.record, self.config
+    def _add_span(self, record: LiveSpan, now: float, out: AddOutcome) -> Run | None:
+        config = self.config
         if self._late(record.trace_id, out):
             return None
         group = None
@@ -225,8 +203,8 @@ class Assembler:
             run.refused += 1
             out.count(REFUSED_SPANS_PER_TRACE)
             return run
-        if self.bytes_held + span.size > config.max_bytes and (
-            config.on_cap == "refuse" or not self._evict(BYTES_CAP, span.size, run, out)
+        if self.bytes_held + record.size > config.max_bytes and (
+            config.on_cap == "refuse" or not self._evict(BYTES_CAP, record.size, run, out)
         ):
             run.refused += 1
             out.count(REFUSED_BYTES)
@@ -234,13 +212,13 @@ class Assembler:
         record.order = self._next_arrival()
         run.spans.append(record)
         run.seen.add((record.trace_id, record.span_id))
-        run.size += span.size
-        self.bytes_held += span.size
+        run.size += record.size
+        self.bytes_held += record.size
         run.last_seen = now
         run.version += 1
-        if span.is_root:
+        if record.is_root:
             run.rooted.add(record.trace_id)
-        if span.ends_run:
+        if record.ends_run:
             run.ended = True
         if not run.service:
             service = record.resource.get("service.name")

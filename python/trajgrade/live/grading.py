@@ -14,6 +14,7 @@ import concurrent.futures
 import functools
 import json
 import logging
+import operator
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from trajgrade.importers import otlp
 from trajgrade.importers.otlp import EventRecord
 from trajgrade.importers.report import ImportReport
 from trajgrade.live import early, timing
-from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, IncomingSpan, Run
+from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, Run
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.records import LiveSpan, picked
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
@@ -693,19 +694,24 @@ class LiveGrader:
             if trip.closed:
                 return False  # abandoned by the drain, which counted these runs and the rest
             trip.assertions.extend(counts)
+            # Counted per batch: a label set's child is incremented once, not once a run.
+            completions: collections.Counter[str] = collections.Counter()
+            spans: collections.Counter[str] = collections.Counter()
             for index, (run, outcome) in enumerate(zip(runs, graded, strict=True)):
                 trip.done = start + index + 1
-                self.metrics.traces.labels(run.completion).inc()
+                completions[run.completion] += 1
                 results = [] if isinstance(outcome, str) else outcome
                 if isinstance(outcome, str):
                     self._drop(run, outcome)
                 else:
-                    self.metrics.spans.labels("graded" if results else "unrouted").inc(
-                        len(run.spans)
-                    )
+                    spans["graded" if results else "unrouted"] += len(run.spans)
                 if run.early_sent:
                     self._settle_early(run, results)
                 trip.results.extend(results)
+            for completion, count in completions.items():
+                self._child(self.metrics.traces, completion).inc(count)
+            for outcome_name, count in spans.items():
+                self._child(self.metrics.spans, outcome_name).inc(count)
         return True
 
     def _settle_early(self, run: Run, graded: list[LiveResult]) -> None:
@@ -956,7 +962,7 @@ def _left(deadline: float | None, margin: float) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0) + margin
 
 
-def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
+def _incoming(request: bytes, keys: list[str]) -> list[LiveSpan]:
     """The spans of one traces export request (protobuf bytes) as assembly reads them, decoded
     in the core: ids, flags, the end-of-run marker, the bytes the core maps at completion, and
     of the attributes only `keys` (routing, grouping, the service name)."""
@@ -967,13 +973,19 @@ def _incoming(request: bytes, keys: list[str]) -> list[IncomingSpan]:
     out = []
     for trace_id, span_id, parent, start, flags, ends, size, raw, index, keyed in heads:
         resource_raw, resource = held[index]
-        attrs = _keyed(keyed, raw, OtlpSpan, keys)
+        # Most spans hold none of the keys: one shared empty dict (never written to; a
+        # routes reload replaces a span's dict, see records.with_keys).
+        attrs = _NO_ATTRS if keyed == [] else _keyed(keyed, raw, OtlpSpan, keys)
         # Positional (the fields' order): a few microseconds a span fewer than keywords.
         record = LiveSpan(
-            trace_id, span_id, parent, start, attrs, resource, raw, resource_raw, taken
-        )
-        out.append(IncomingSpan(record, size, ends, flags))
+            trace_id, span_id, parent, start, attrs, resource, raw, resource_raw, taken, 0,
+            size, ends, flags,
+        )  # fmt: skip
+        out.append(record)
     return out
+
+
+_NO_ATTRS: dict[str, Any] = {}
 
 
 def _keyed(
@@ -991,8 +1003,8 @@ def _parts(
 ) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
     events' bytes, in arrival order (the order the mapping keeps for ties)."""
-    spans = sorted(spans, key=_order)
-    events = sorted(events, key=_order)
+    spans = sorted(spans, key=_ORDER)
+    events = sorted(events, key=_ORDER)
     return (
         [span.resource_raw for span in spans],
         [span.raw for span in spans],
@@ -1000,8 +1012,7 @@ def _parts(
     )
 
 
-def _order(record: LiveSpan | EventRecord) -> int:
-    return record.order
+_ORDER = operator.attrgetter("order")
 
 
 def _why(outcome: AddOutcome) -> str:

@@ -15,6 +15,11 @@ from trajgrade.importers import otlp
 # A span's key: (trace id, span id). Span ids are unique per trace, not across traces.
 SpanKey = tuple[str, str]
 
+# OTLP span flags: the parent's remote bit is known, and set (the span is this process's part
+# of a trace that started elsewhere: its local root).
+_HAS_IS_REMOTE = 0x100
+_IS_REMOTE = 0x200
+
 
 @dataclass(slots=True)  # one per span received: no per-instance dict
 class LiveSpan:
@@ -33,10 +38,21 @@ class LiveSpan:
     # read them again from the bytes (with_keys).
     keys: frozenset[str]
     order: int = 0  # arrival order, set by assembly
+    # What assembly reads of the span as it arrives: its encoded size, whether it carries the
+    # end-of-run marker, and its OTLP flags (the parent's remote bit).
+    size: int = 0
+    ends_run: bool = False
+    flags: int = 0
 
     @property
     def key(self) -> SpanKey:
         return (self.trace_id, self.span_id)
+
+    @property
+    def is_root(self) -> bool:
+        """No parent, or a remote parent (a run inside a request from another service)."""
+        remote = self.flags & (_HAS_IS_REMOTE | _IS_REMOTE) == _HAS_IS_REMOTE | _IS_REMOTE
+        return self.parent == "" or remote
 
 
 def picked(attributes: Any, keys: frozenset[str] | list[str]) -> dict[str, Any]:

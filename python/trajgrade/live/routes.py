@@ -123,13 +123,18 @@ def attribute_values(spans: Iterable[LiveSpan], keys: frozenset[str]) -> dict[st
     if not keys:
         return values
     seen_resources: set[int] = set()
+    # A loop over the few keys, not a set intersection per span; most spans hold none.
     for span in spans:
-        if id(span.resource) not in seen_resources:
-            seen_resources.add(id(span.resource))
-            for key in keys & span.resource.keys():
-                values[key].add(_text(span.resource[key]))
-        for key in keys & span.attrs.keys():
-            values[key].add(_text(span.attrs[key]))
+        resource, attrs = span.resource, span.attrs
+        if id(resource) not in seen_resources:
+            seen_resources.add(id(resource))
+            for key in keys:
+                if key in resource:
+                    values[key].add(_text(resource[key]))
+        if attrs:
+            for key in keys:
+                if key in attrs:
+                    values[key].add(_text(attrs[key]))
     return values
 
 
