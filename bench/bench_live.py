@@ -18,7 +18,9 @@ server process's CPU seconds over the row, from /proc, with its share per run).
   exporter does, so one process alone cannot keep 1,000 exports/s). Time from each root
   span's end (its `end_time`) to its result at a WatchResults reader in its own process,
   minus `--settle-s`. Target: p99 < 5 ms. Before it, the floor takes the same paced stream
-  (its server CPU per run is gRPC's own cost of one export per run). With `--split`, the
+  (its server CPU per run is gRPC's own cost of one export per run) and echoes each root's
+  trace id at once to the same kind of reader on a WatchResults stream of its own: the latency
+  of the senders, the transport both ways and the reader, with nothing graded. With `--split`, the
   server's debug timing (TRAJGRADE_LIVE_TIMING, trajgrade/live/timing.py) splits each run's
   time: sender (root end -> export call), encode and gRPC (-> the server's handler), server
   (handler -> published, minus settle: the settle timer's lateness, then the grading), and
@@ -53,7 +55,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -239,10 +241,11 @@ def _export(sink: Any, memory: Any, ends: dict[str, tuple[int, int]]) -> None:
             ends[format(span.context.trace_id, "032x")] = (span.end_time, began)
 
 
-def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any) -> None:
+def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any, hello: bool = False) -> None:
     """The WatchResults reader (own process, so that neither the senders nor the bench
     delay its reads): notes when each run's result arrived (wall clock, ns) until it has the
-    number of results the bench then sends it, and sends the arrivals back."""
+    number of results the bench then sends it, and sends the arrivals back. With `hello` (the
+    floor), it is ready once the server's first, empty message came: it is registered."""
     from trajgrade.v1 import grader_service_pb2, grader_service_pb2_grpc  # noqa: PLC0415
 
     arrived: dict[str, int] = {}
@@ -255,6 +258,9 @@ def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any) -> None:
     def follow() -> None:
         try:
             for response in call:
+                if not response.trace_id:  # the floor's hello
+                    ready.set()
+                    continue
                 arrived[response.trace_id] = time.time_ns()
                 if len(arrived) >= target[0]:
                     enough.set()
@@ -262,7 +268,8 @@ def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any) -> None:
             enough.set()
 
     threading.Thread(target=follow, daemon=True).start()
-    ready.set()
+    if not hello:
+        ready.set()
     target[0], timeout = expected.get()
     if len(arrived) >= target[0]:
         enough.set()
@@ -276,19 +283,51 @@ def watch_main(grpc_port: int, ready: Any, expected: Any, out: Any) -> None:
 
 
 def floor_main(port: int) -> None:
-    """The floor: a grpc.aio TraceService that decodes each request and discards it."""
+    """The floor: a grpc.aio TraceService that decodes each request and discards it. With a
+    WatchResults reader connected (the latency floor), each root span's trace id is also
+    echoed to it at once, on a GraderService/WatchResults stream of the same server: the
+    transport both ways, with no assembly, settle time or grading."""
     from opentelemetry.proto.collector.trace.v1 import (  # noqa: PLC0415
         trace_service_pb2,
         trace_service_pb2_grpc,
     )
+    from trajgrade.v1 import grader_service_pb2  # noqa: PLC0415
+
+    watchers: list[asyncio.Queue[str]] = []
 
     class Discard(trace_service_pb2_grpc.TraceServiceServicer):
         async def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            if watchers:
+                for resource_spans in request.resource_spans:
+                    for scope_spans in resource_spans.scope_spans:
+                        for span in scope_spans.spans:
+                            if not span.parent_span_id:
+                                for queue in watchers:
+                                    queue.put_nowait(span.trace_id.hex())
             return trace_service_pb2.ExportTraceServiceResponse()
+
+    async def watch(request: bytes, context: Any) -> AsyncIterator[bytes]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        watchers.append(queue)
+        try:
+            yield b""  # the hello: the reader knows it is registered
+            while True:
+                trace_id = await queue.get()
+                yield grader_service_pb2.WatchResultsResponse(trace_id=trace_id).SerializeToString()
+        finally:
+            watchers.remove(queue)
 
     async def serve() -> None:
         server = grpc.aio.server()
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Discard(), server)
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "trajgrade.v1.GraderService",
+                    {"WatchResults": grpc.unary_stream_rpc_method_handler(watch)},
+                ),
+            )
+        )
         server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
         await server.wait_for_termination()
@@ -348,7 +387,7 @@ def start_floor() -> Server:
     port = free_port()
     process = subprocess.Popen([sys.executable, __file__, "--floor-server", str(port)])
     _ready(port, process)
-    return Server(process, port)
+    return Server(process, port, grpc_port=port)
 
 
 START_ATTEMPTS = 3
@@ -424,15 +463,17 @@ class Watcher:
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Event()
         self._expected, self._out = ctx.Queue(), ctx.Queue()
+        # The floor has no metrics: it greets a registered reader with an empty message.
+        hello = server.metrics_port is None
         self._process = ctx.Process(
-            target=watch_main, args=(server.grpc_port, ready, self._expected, self._out)
+            target=watch_main, args=(server.grpc_port, ready, self._expected, self._out, hello)
         )
         self._process.start()
         if not ready.wait(60):
             raise RuntimeError("the WatchResults reader did not start")
         # Results only reach a watcher registered before they are published: wait for it.
         deadline = time.monotonic() + 30
-        while _metric(server, "trajgrade_live_watchers") < 1:
+        while not hello and _metric(server, "trajgrade_live_watchers") < 1:
             if time.monotonic() > deadline:
                 raise RuntimeError("WatchResults watcher never registered")
             time.sleep(0.02)
@@ -657,13 +698,17 @@ def _ms(ns: float) -> float:
 
 
 def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat: int) -> None:
-    # The floor's CPU for the same stream: gRPC's own cost of one export per run.
+    # The floor for the same stream: gRPC's own cost of one export per run, and the latency of
+    # the transport both ways (each root echoed to a WatchResults reader as its export comes).
     floor = start_floor()
     try:
-        stream = paced(floor, args.rate, args.latency_s, watch=False, senders=args.latency_senders)
+        stream = paced(floor, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
     finally:
         floor.stop()
+    floor_latencies = [_ms(stream.arrived[t] - end) for t, (end, _) in stream.ends.items()]
     m.add("paced_floor", stream.achieved, (stream.cpu_s, len(stream.ends)))
+    m.add("floor_p50", pct(floor_latencies, 0.5))
+    m.add("floor_p99", pct(floor_latencies, 0.99))
     m.row_done("paced_floor")
     timing = workdir / f"timing-{repeat}.tsv" if args.split else None
     server = start_trajgrade(workdir, args.settle_s, timing=timing)
@@ -814,8 +859,8 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
         p99, achieved = med("p99"), med("achieved")
         rows.append(
             [
-                f"floor: the same paced stream, at {rate(med('paced_floor'))} traces/s",
-                "",
+                f"floor: the same paced stream, echoed, at {rate(med('paced_floor'))} traces/s",
+                f"p50 {med('floor_p50'):.2f} ms, p99 {med('floor_p99'):.2f} ms",
                 "",
                 cpu("paced_floor"),
                 last["paced_floor"],
