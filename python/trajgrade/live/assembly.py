@@ -148,10 +148,24 @@ class Assembler:
         out = AddOutcome()
         self._tick(now)
         touched: dict[str, Run] = {}
+        accepted = 0
+        # A request's spans come grouped by trace: the run of the previous span's trace is
+        # taken again without the late and run lookups (not with group_by, whose attribute
+        # may move a trace to another run; not once a cap may have closed the run).
+        last_trace, last_run = "", None
         for span in spans:
-            run = self._add_span(span, now, out)
+            if span.trace_id == last_trace and last_run is not None and not last_run.completion:
+                run: Run | None = last_run
+                taken = self._take(span, last_run, now, out)
+            else:
+                run, taken = self._add_span(span, now, out)
+                last_trace = span.trace_id
+                last_run = run if self.config.group_by is None else None
+            accepted += taken
             if run is not None:
                 touched[run.key] = run
+        if accepted:
+            out.count(ACCEPTED, accepted)
         for key, run in touched.items():
             if run.ended and key in self._open:
                 out.complete.append(self._close(key, END_MARKER))
@@ -184,10 +198,11 @@ class Assembler:
                 out.open_touched.append(run)
         return out
 
-    def _add_span(self, record: LiveSpan, now: float, out: AddOutcome) -> Run | None:
+    def _add_span(self, record: LiveSpan, now: float, out: AddOutcome) -> tuple[Run | None, int]:
+        """A span's run (None: late, or refused by the open-runs cap), and 1 if it was taken."""
         config = self.config
         if self._late(record.trace_id, out):
-            return None
+            return None, 0
         group = None
         if config.group_by is not None:
             value = record.attrs.get(config.group_by, record.resource.get(config.group_by))
@@ -195,25 +210,33 @@ class Assembler:
         run = self._run_for(record.trace_id, group, now, out)
         if run is None:
             out.count(REFUSED_OPEN_TRACES)
-            return None
-        if (record.trace_id, record.span_id) in run.seen:
+            return None, 0
+        return run, self._take(record, run, now, out)
+
+    def _take(self, record: LiveSpan, run: Run, now: float, out: AddOutcome) -> int:
+        """Add a span to its open run unless it is a duplicate or over a cap: 1 if taken."""
+        config = self.config
+        key = (record.trace_id, record.span_id)
+        if key in run.seen:
             out.count(DUPLICATE)  # an exporter's retry: the span is already held
-            return run
+            return 0
         if len(run.spans) >= config.max_spans_per_trace:
             run.refused += 1
             out.count(REFUSED_SPANS_PER_TRACE)
-            return run
-        if self.bytes_held + record.size > config.max_bytes and (
-            config.on_cap == "refuse" or not self._evict(BYTES_CAP, record.size, run, out)
+            return 0
+        size = record.size
+        if self.bytes_held + size > config.max_bytes and (
+            config.on_cap == "refuse" or not self._evict(BYTES_CAP, size, run, out)
         ):
             run.refused += 1
             out.count(REFUSED_BYTES)
-            return run
-        record.order = self._next_arrival()
+            return 0
+        self._arrivals += 1
+        record.order = self._arrivals
         run.spans.append(record)
-        run.seen.add((record.trace_id, record.span_id))
-        run.size += record.size
-        self.bytes_held += record.size
+        run.seen.add(key)
+        run.size += size
+        self.bytes_held += size
         run.last_seen = now
         run.version += 1
         if record.is_root:
@@ -223,8 +246,7 @@ class Assembler:
         if not run.service:
             service = record.resource.get("service.name")
             run.service = service if isinstance(service, str) else ""
-        out.count(ACCEPTED)
-        return run
+        return 1
 
     def _late(self, trace_id: str, out: AddOutcome) -> bool:
         """A span or event of a graded trace still remembered: counted late, remembered anew."""
