@@ -418,14 +418,15 @@ def map_otlp_runs(
 def otlp_spans(
     request: bytes, keys: Sequence[str]
 ) -> tuple[
-    list[tuple[bytes, list[tuple[str, str]] | None]],
-    list[tuple[str, str, str, int, int, bool, int, bytes, int, list[tuple[str, str]] | None]],
+    list[tuple[bytes, tuple[tuple[str, str], ...] | None]],
+    list[tuple[str, str, str, int, int, bool, int, bytes, int, tuple[tuple[str, str], ...] | None]],
 ]:
     """One OTLP `ExportTraceServiceRequest` as the live receiver's assembly reads it:
     ([(resource bytes, keyed)], [(trace id, span id, parent span id (hex), start, flags, ends
     the run, encoded size, span bytes, resource index, keyed)]), where keyed is the string
-    values of `keys` (a repeated key: its last) or None when one holds another type. A
-    malformed request raises ValueError."""
+    values of `keys` as (key, value) pairs (a repeated key: its last; `()` when none is
+    there) or None when one holds another type. The spans of one trace share one trace id
+    string. A malformed request raises ValueError."""
 
 @final
 class OtlpExport:

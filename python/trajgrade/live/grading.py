@@ -975,7 +975,7 @@ def _incoming(request: bytes, keys: list[str]) -> list[LiveSpan]:
         resource_raw, resource = held[index]
         # Most spans hold none of the keys: one shared empty dict (never written to; a
         # routes reload replaces a span's dict, see records.with_keys).
-        attrs = _NO_ATTRS if keyed == [] else _keyed(keyed, raw, OtlpSpan, keys)
+        attrs = _NO_ATTRS if keyed == () else _keyed(keyed, raw, OtlpSpan, keys)
         # Positional (the fields' order): a few microseconds a span fewer than keywords.
         record = LiveSpan(
             trace_id, span_id, parent, start, attrs, resource, raw, resource_raw, taken, 0,
@@ -989,7 +989,7 @@ _NO_ATTRS: dict[str, Any] = {}
 
 
 def _keyed(
-    keyed: list[tuple[str, str]] | None, raw: bytes, message: Any, keys: list[str]
+    keyed: tuple[tuple[str, str], ...] | None, raw: bytes, message: Any, keys: list[str]
 ) -> dict[str, Any]:
     """The keys' values: the core's strings, or (a key holds another type) the importer's
     conversion of the attributes, decoded here (rare: routing keys are strings)."""

@@ -2,7 +2,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyString, PyTuple};
 use trajgrade_core::otlp;
 
 use crate::detach::run_detached;
@@ -39,12 +39,15 @@ pub fn map_otlp(
     ))
 }
 
-/// A resource: (bytes, {key: value} or None when a key holds a non-string value).
-type ResourceTuple<'py> = (Bound<'py, PyBytes>, Option<Vec<(String, String)>>);
+/// Keyed attribute values: `()` (the shared empty tuple) when the span holds none of the keys,
+/// the (key, value) pairs, or None when a key holds a non-string value (read in Python).
+type Keyed<'py> = Option<Bound<'py, PyTuple>>;
+/// A resource: (bytes, keyed values).
+type ResourceTuple<'py> = (Bound<'py, PyBytes>, Keyed<'py>);
 /// A span: (trace id, span id, parent span id (hex), start, flags, ends the run, encoded size,
-/// bytes, resource index, {key: value} or None as for resources).
+/// bytes, resource index, keyed values).
 type SpanTuple<'py> = (
-    String,
+    Bound<'py, PyString>,
     String,
     String,
     u64,
@@ -53,12 +56,17 @@ type SpanTuple<'py> = (
     usize,
     Bound<'py, PyBytes>,
     usize,
-    Option<Vec<(String, String)>>,
+    Keyed<'py>,
 );
+
+fn keyed(py: Python<'_>, pairs: Option<Vec<(String, String)>>) -> PyResult<Keyed<'_>> {
+    pairs.map(|pairs| PyTuple::new(py, pairs)).transpose()
+}
 
 /// The spans of one `ExportTraceServiceRequest` as the live receiver's assembly reads them,
 /// and their resources, with the string values of `keys`. A malformed request raises
-/// `ValueError`.
+/// `ValueError`. The spans of one trace share one trace id string (a request's spans come
+/// grouped by trace).
 #[pyfunction]
 #[allow(clippy::needless_pass_by_value)] // pyo3 extracts the arguments as owned values
 pub fn otlp_spans<'py>(
@@ -69,12 +77,24 @@ pub fn otlp_spans<'py>(
     let keys: Vec<&str> = keys.iter().map(|k| &k[..]).collect();
     let (resources, spans) = otlp::heads::span_heads(request, &keys)
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let resources = resources.into_iter().map(|r| (PyBytes::new(py, &r.raw), r.keyed)).collect();
+    let resources = resources
+        .into_iter()
+        .map(|r| Ok((PyBytes::new(py, &r.raw), keyed(py, r.keyed)?)))
+        .collect::<PyResult<_>>()?;
+    let mut last: Option<(String, Bound<'py, PyString>)> = None;
     let spans = spans
         .into_iter()
         .map(|s| {
-            (
-                s.trace_id,
+            let trace_id = match &last {
+                Some((text, string)) if *text == s.trace_id => string.clone(),
+                _ => {
+                    let string = PyString::new(py, &s.trace_id);
+                    last = Some((s.trace_id, string.clone()));
+                    string
+                }
+            };
+            Ok((
+                trace_id,
                 s.span_id,
                 s.parent,
                 s.start,
@@ -83,10 +103,10 @@ pub fn otlp_spans<'py>(
                 s.size,
                 PyBytes::new(py, &s.raw),
                 s.resource,
-                s.keyed,
-            )
+                keyed(py, s.keyed)?,
+            ))
         })
-        .collect();
+        .collect::<PyResult<_>>()?;
     Ok((resources, spans))
 }
 
