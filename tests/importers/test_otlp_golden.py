@@ -61,7 +61,7 @@ def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> No
     the Trace that map_otlp gives the requests of its own spans and events."""
     for seed in range(60):
         requests, logs = otlp_random.requests(seed)
-        spans = [s.record for r in requests for s in _incoming(r.SerializeToString(), [])]
+        spans = [s for r in requests for s in _incoming(r.SerializeToString(), [])]
         events = [e for r in logs for e in otlp.event_records(r, ImportReport())]
         runs: dict[str, Run] = {}
         for order, span in enumerate(spans):

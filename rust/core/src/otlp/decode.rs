@@ -269,6 +269,33 @@ pub(crate) fn attributes(pairs: &[KeyValue]) -> Dict {
     out
 }
 
+/// `attributes` of a list the caller owns: the strings are moved, not copied (a live run's
+/// mapping decodes every span's attributes once).
+pub(crate) fn into_attributes(pairs: Vec<KeyValue>) -> Dict {
+    let mut out = Dict(Vec::with_capacity(pairs.len()));
+    for pair in pairs {
+        out.insert(pair.key, into_value(pair.value));
+    }
+    out
+}
+
+/// `any_value` of a value the caller owns.
+fn into_value(value: Option<AnyValue>) -> Value {
+    use any_value::Value as V;
+    match value.and_then(|v| v.value) {
+        None => Value::None,
+        Some(V::StringValue(s)) => Value::Str(s),
+        Some(V::BoolValue(b)) => Value::Bool(b),
+        Some(V::IntValue(i)) => Value::Int(i.to_string()),
+        Some(V::DoubleValue(d)) => Value::Float(d),
+        Some(V::ArrayValue(a)) => {
+            Value::List(a.values.into_iter().map(|v| into_value(Some(v))).collect())
+        }
+        Some(V::KvlistValue(kv)) => Value::Dict(into_attributes(kv.values)),
+        Some(V::BytesValue(b)) => Value::Str(base64(&b)),
+    }
+}
+
 fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);

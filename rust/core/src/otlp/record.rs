@@ -73,7 +73,7 @@ impl SpanRecord {
 
     /// One decoded OTLP span (`order`: its place in arrival order).
     pub(crate) fn new(span: decode::Span, resource: Arc<Attrs>, order: usize) -> SpanRecord {
-        let attrs = Attrs::from_dict(decode::attributes(&span.attributes));
+        let attrs = Attrs::from_dict(decode::into_attributes(span.attributes));
         SpanRecord {
             trace_id: decode::hex(&span.trace_id),
             span_id: decode::hex(&span.span_id),
@@ -111,7 +111,7 @@ pub(crate) fn span_records(
     out: &mut Vec<SpanRecord>,
 ) {
     for resource_spans in request.resource_spans {
-        let attrs = resource_spans.resource.map(|r| decode::attributes(&r.attributes));
+        let attrs = resource_spans.resource.map(|r| decode::into_attributes(r.attributes));
         let resource = Arc::new(Attrs::from_dict(attrs.unwrap_or_default()));
         for scope_spans in resource_spans.scope_spans {
             for span in scope_spans.spans {
