@@ -619,8 +619,8 @@ def main() -> int:
     parser.add_argument("--floor-server", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--senders", type=int, default=2, help="throughput: exporter processes")
-    # 10,000 runs a sender: the row lasts over a second, so the last trip and its fsync (a few
-    # ms) and process start-up jitter do not sway it (at 2,000 rounds spread 0.39x-0.60x).
+    # 10,000 runs a sender: the row lasts over a second, so the last trip, its fsync and the
+    # processes' start-up weigh little on it (docs/performance.md, 2026-12-06).
     parser.add_argument("--traces", type=int, default=10_000, help="runs per throughput sender")
     parser.add_argument("--batch", type=int, default=512, help="spans per export (SDK default)")
     parser.add_argument("--rate", type=float, default=1000.0, help="latency: traces/s")
