@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -133,8 +134,14 @@ async def test_stream_with_nothing_in_flight_waits_for_room_instead_of_failing(
     assert await asyncio.to_thread(gated.entered.wait, 60)
     # One more than the queue holds: the collector holds the next item while it waits for the
     # grading thread.
-    queued = [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in (1, 2, 3)]
+    # The first alone, taken by the collector before the others come (sent together, more
+    # than the queue holds could arrive before the collector runs, and be refused).
+    queued = [asyncio.create_task(server.grade(request_for(valid_cases[1])))]
+    await asyncio.sleep(0.3)
+    queued += [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in (2, 3)]
+    deadline = time.monotonic() + 30
     while not server.server.batcher.full():
+        assert time.monotonic() < deadline, "the queue never filled"
         await asyncio.sleep(0.01)
     case = valid_cases[4]
     message = length_delimited(1, case.trace.SerializeToString()) + length_delimited(
@@ -172,8 +179,16 @@ async def test_stream_waiting_for_room_ends_unavailable_on_drain(
     # The blocker holds the grading thread before anything else is sent (on a loaded machine
     # it can take seconds; the requests after it must find it there).
     assert await asyncio.to_thread(gated.entered.wait, 60)
-    queued = [asyncio.create_task(server.grade(request_for(valid_cases[i]))) for i in (1, 2)]
+    # One at a time: the first is taken by the collector (which then waits for the thread),
+    # the second fills the queue. Sent together they can both arrive before the collector
+    # runs, and the second is refused (queue full) while the first is taken: the queue then
+    # never fills (a CI run hung here until pytest's timeout).
+    queued = [asyncio.create_task(server.grade(request_for(valid_cases[1])))]
+    await asyncio.sleep(0.3)
+    queued.append(asyncio.create_task(server.grade(request_for(valid_cases[2]))))
+    deadline = time.monotonic() + 30
     while not server.server.batcher.full():
+        assert time.monotonic() < deadline, "the queue never filled"
         await asyncio.sleep(0.01)
     case = valid_cases[3]
     message = g.StreamGradeTracesRequest(trace=case.trace, suite=case.suite).SerializeToString()
