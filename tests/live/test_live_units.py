@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
+from trajgrade import _core
 from trajgrade.live.assembly import (
     BYTES_CAP,
     IDLE_TIMEOUT,
@@ -408,3 +409,17 @@ def test_watch_response_spliced_from_the_core_bytes_equals_the_built_message(
     assert expected.HasField(outcome_kind)
     assert getattr(expected, outcome_kind) == getattr(outcome, outcome_kind)
     assert expected.trace_id == "ab" * 16 and expected.cut_off and expected.service_name == "svc-é"
+
+
+def test_core_transport_takes_tcp_addresses_only() -> None:
+    """Unix sockets are served by grpc.aio (h2 refuses the socket path C-core clients send as
+    :authority); the core's transport says so rather than serving clients it would fail."""
+    with pytest.raises(ValueError, match="unix socket"):
+        _core.OtlpGrpcTransport("unix:/tmp/never.sock", 1 << 20)
+    with pytest.raises(ValueError, match="not a port number"):
+        _core.OtlpGrpcTransport("127.0.0.1:http", 1 << 20)
+    transport = _core.OtlpGrpcTransport("127.0.0.1:0", 1 << 20)
+    try:
+        assert transport.port > 0 and transport.take() == []
+    finally:
+        transport.stop(0.0)

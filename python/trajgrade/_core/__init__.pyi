@@ -455,8 +455,8 @@ class OtlpGrpcTransport:
         tls: tuple[bytes, bytes, bytes | None] | None = None,
     ) -> OtlpGrpcTransport: ...
     @property
-    def port(self) -> int | None:
-        """The bound TCP port (None for a unix socket)."""
+    def port(self) -> int:
+        """The bound TCP port."""
     def fileno(self) -> int:
         """Readable when exports wait (loop.add_reader)."""
     def take(self) -> list[OtlpExport]:

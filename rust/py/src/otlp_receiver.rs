@@ -230,7 +230,7 @@ pub struct PyOtlpGrpcTransport {
     shared: Arc<Shared>,
     woken: UnixStream,
     #[pyo3(get)]
-    port: Option<u16>,
+    port: u16,
     runtime: Option<tokio::runtime::Runtime>,
     shutdown: Option<oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
@@ -241,8 +241,9 @@ type TlsPem = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
 #[pymethods]
 impl PyOtlpGrpcTransport {
-    /// Bind `address` (`host:port`, `[v6]:port` or `unix:/path`) and serve on a thread of its
-    /// own. `OSError` when the address cannot be bound, `ValueError` for a bad address or TLS.
+    /// Bind `address` (`host:port` or `[v6]:port`) and serve on a thread of its own. `OSError`
+    /// when the address cannot be bound, `ValueError` for a bad address (a unix socket too) or
+    /// TLS.
     #[new]
     #[pyo3(signature = (address, max_message_bytes, token=None, tls=None))]
     fn new(
@@ -284,36 +285,34 @@ impl PyOtlpGrpcTransport {
             let _ = stopped.await;
         };
         let entered = runtime.enter();
-        let (port, served) = if let Some(path) = address.strip_prefix("unix:") {
-            let listener = tokio::net::UnixListener::bind(path)
-                .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
-            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-            let serve = builder.serve_with_incoming_shutdown(service, incoming, signal);
-            (None, runtime.spawn(serve))
-        } else {
-            let (host, port) = address
-                .rsplit_once(':')
-                .ok_or_else(|| PyValueError::new_err(format!("{address}: not host:port")))?;
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let host = if host.is_empty() { "127.0.0.1" } else { host };
-            let port: u16 = port
-                .parse()
-                .map_err(|_| PyValueError::new_err(format!("{address}: not a port number")))?;
-            let listener = std::net::TcpListener::bind((host, port))
-                .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
-            listener.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
-            let bound = listener.local_addr().map_err(|e| PyOSError::new_err(e.to_string()))?;
-            let listener = tokio::net::TcpListener::from_std(listener)
-                .map_err(|e| PyOSError::new_err(e.to_string()))?;
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-            let serve = builder.serve_with_incoming_shutdown(service, incoming, signal);
-            (Some(bound.port()), runtime.spawn(serve))
-        };
+        // TCP only: on a unix socket h2 refuses the socket path that gRPC's C-core clients
+        // send as `:authority` (hyperium/h2#487); live/otlp_grpc.py serves those on grpc.aio.
+        if address.starts_with("unix:") {
+            return Err(PyValueError::new_err(format!(
+                "{address}: a unix socket (serve it with grpc.aio; see live/otlp_grpc.py)"
+            )));
+        }
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| PyValueError::new_err(format!("{address}: not host:port")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = if host.is_empty() { "127.0.0.1" } else { host };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("{address}: not a port number")))?;
+        let listener = std::net::TcpListener::bind((host, port))
+            .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
+        listener.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let bound = listener.local_addr().map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| PyOSError::new_err(e.to_string()))?;
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let served = runtime.spawn(builder.serve_with_incoming_shutdown(service, incoming, signal));
         drop(entered);
         Ok(PyOtlpGrpcTransport {
             shared,
             woken,
-            port,
+            port: bound.port(),
             runtime: Some(runtime),
             shutdown: Some(shutdown),
             served: Some(served),
