@@ -231,8 +231,7 @@ class Assembler:
             run.refused += 1
             out.count(REFUSED_BYTES)
             return 0
-        self._arrivals += 1
-        record.order = self._arrivals
+        record.order = self._next_arrival()
         run.spans.append(record)
         run.seen.add(key)
         run.size += size

@@ -23,7 +23,7 @@ use pyo3::types::PyBytes;
 use tokio::sync::oneshot;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
-use tonic::server::{Grpc, NamedService};
+use tonic::server::Grpc;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
@@ -148,10 +148,6 @@ impl Service<Request<Bytes>> for Export {
 struct OtlpService {
     shared: Arc<Shared>,
     max_message_bytes: usize,
-}
-
-impl NamedService for OtlpService {
-    const NAME: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
 }
 
 impl<B> Service<http::Request<B>> for OtlpService
