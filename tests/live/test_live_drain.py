@@ -243,9 +243,9 @@ async def test_small_trips_are_graded_on_the_loop_and_large_ones_on_the_thread(
     threads: list[str] = []
     grade_runs = grader._grade_runs
 
-    def spy(runs: list[Run], routes: Any) -> Any:
+    def spy(runs: list[Run], routes: Any, cap: int | None = None) -> Any:
         threads.append(threading.current_thread().name)
-        return grade_runs(runs, routes)
+        return grade_runs(runs, routes, cap)
 
     monkeypatch.setattr(grader, "_grade_runs", spy)
     runs = by_trace(span_items(spans_file)).values()
@@ -265,6 +265,40 @@ async def test_small_trips_are_graded_on_the_loop_and_large_ones_on_the_thread(
         assert all(name.startswith("trajgrade-live") for name in threads), threads
 
 
+async def test_a_trip_over_the_inline_work_units_is_graded_again_on_the_thread(
+    make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A small trip is graded on the loop, each trace within --inline-work-units and without
+    waking the core's pool. A trace that needs more sends the whole trip, nothing of it
+    committed, to the grading thread with the full limit: the results are regrade's, not a
+    work-limit error, and each run is counted once."""
+    live = await make_live(inline_work_units=1, routes_poll_s=3600.0)
+    grader = live.server.live
+    calls: list[tuple[str, int | None]] = []
+    grade_runs = grader._grade_runs
+
+    def spy(runs: list[Run], routes: Any, cap: int | None = None) -> Any:
+        calls.append((threading.current_thread().name, cap))
+        return grade_runs(runs, routes, cap)
+
+    monkeypatch.setattr(grader, "_grade_runs", spy)
+    run = next(iter(by_trace(span_items(spans_file)).values()))
+    await live.export(export_request(run))
+    await eventually(lambda: len(live.sink_lines()) == 1, what="the run's row")
+    on_loop = threading.current_thread().name
+    assert calls[0] == (on_loop, 1)
+    assert len(calls) == 2 and calls[1][0].startswith("trajgrade-live"), calls
+    assert calls[1][1] is None
+    expected = regrade_lines(
+        [write_pb(tmp_path / "run.pb", export_request(run))],
+        live.suite("weather"),
+        tmp_path / "e.jsonl",
+    )
+    assert [strip_live(line) for line in live.sink_lines()] == expected
+    assert live.metric("trajgrade_live_traces_assembled_total", completion="settled") == 1
+    assert live.metric("trajgrade_live_spans_total", outcome="graded") == len(run)
+
+
 async def test_worker_busy_past_the_deadline_accounts_for_every_run(
     make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,10 +314,10 @@ async def test_worker_busy_past_the_deadline_accounts_for_every_run(
     slow_key = (2).to_bytes(16, "big").hex()
     grade_runs = grader._grade_runs
 
-    def slow(runs: list[Run], routes: Any) -> Any:
+    def slow(runs: list[Run], routes: Any, cap: int | None = None) -> Any:
         if any(run.key == slow_key for run in runs):
             time.sleep(2.0)  # the grading thread, stuck on one run
-        return grade_runs(runs, routes)
+        return grade_runs(runs, routes, cap)
 
     monkeypatch.setattr(grader, "_grade_runs", slow)
     started = time.monotonic()

@@ -193,6 +193,10 @@ class CompiledSuite:
         """Serialized `Trace` → serialized `GradeResult`; a bad trace raises."""
     def grade_batch(self, traces: list[bytes]) -> list[bytes]:
         """Serialized `Trace`s → one serialized `TraceOutcome` each (GIL released, parallel)."""
+    def grade_here(self, traces: list[bytes], max_work_units: int) -> list[bytes | None]:
+        """As grade_batch, graded on the calling thread, not the pool (a few traces), each
+        within `max_work_units`; a trace that needs more is None (grade it again with
+        grade_batch, which has the full limit)."""
     def grade_inputs(
         self, items: list[Any], prepare: Callable[[int, Any], object]
     ) -> tuple[list[Any], list[int]]:

@@ -18,7 +18,7 @@ import operator
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
@@ -265,6 +265,10 @@ class EarlyVerdict:
     suite_id: str
     service: str
     payload: bytes
+
+
+class _NeedsPoolError(Exception):
+    """A trace of a trip graded on the loop needed more than inline_work_units."""
 
 
 class LiveGrader:
@@ -631,10 +635,14 @@ class LiveGrader:
             self.settings.inline_grade_bytes
         )
         if small and self._deadline is None and not self._reloading:
-            self._grade(trip, routes)
-        else:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._grading, self._grade, trip, routes)
+            try:
+                # Each trace within inline_work_units, graded here without waking the pool.
+                self._grade(trip, routes, self.settings.inline_work_units)
+                return
+            except _NeedsPoolError:
+                pass  # nothing was committed: graded again below, with the full limit
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._grading, self._grade, trip, routes)
 
     def _close_trip(self, trip: Trip) -> None:
         """On the loop: publish what the thread committed; the runs it did not are counted,
@@ -650,8 +658,9 @@ class LiveGrader:
             self.metrics.traces.labels(run.completion).inc()
             self._drop(run, "error")
 
-    def _grade(self, trip: Trip, routes: Any) -> None:
-        """On the grading thread (on the loop for a small trip): map, route and grade the trip's
+    def _grade(self, trip: Trip, routes: Any, cap: int | None = None) -> None:
+        """On the grading thread (on the loop for a small trip, each trace within `cap` work
+        units, else _NeedsPoolError before anything is committed): map, route and grade the trip's
         runs (all at once; one by one once the drain has begun, so that its deadline falls
         between two runs) and commit each (one failing run is logged and counted, and the
         others go on)."""
@@ -661,20 +670,26 @@ class LiveGrader:
                 return
             runs = trip.runs[start : start + step]
             try:
-                graded, counts = self._grade_runs(runs, routes)
+                graded, counts = self._grade_runs(runs, routes, cap)
+            except _NeedsPoolError:
+                raise
             except Exception:
                 # Find the failing run: the others are graded.
                 graded, counts = [], []
                 for run in runs:
-                    outcome, more = self._grade_alone(run, routes)
+                    outcome, more = self._grade_alone(run, routes, cap)
                     graded.append(outcome)
                     counts.extend(more)
             if not self._commit(trip, start, runs, graded, counts):
                 return
 
-    def _grade_alone(self, run: Run, routes: Any) -> tuple[list[LiveResult] | str, AssertionCounts]:
+    def _grade_alone(
+        self, run: Run, routes: Any, cap: int | None
+    ) -> tuple[list[LiveResult] | str, AssertionCounts]:
         try:
-            graded, counts = self._grade_runs([run], routes)
+            graded, counts = self._grade_runs([run], routes, cap)
+        except _NeedsPoolError:
+            raise
         except Exception:
             log.exception("run %s could not be graded", run.key, extra={"trace_id": run.key})
             return "error", []
@@ -776,11 +791,12 @@ class LiveGrader:
         return None if suite is None else self.early_suites.get(suite, routes.registered_ids)
 
     def _grade_runs(
-        self, runs: list[Run], routes: Any
+        self, runs: list[Run], routes: Any, cap: int | None = None
     ) -> tuple[list[list[LiveResult] | str], AssertionCounts]:
         """Each run's results, or why it was not graded (counted when the trip commits it),
         and their assertions' counts: the runs mapped in one core call, then graded in one
-        call per suite, and counted in one more."""
+        call per suite (on this thread within `cap` work units a trace, when given: one that
+        needs more raises _NeedsPoolError), and counted in one more."""
         out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
         routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
         mapped = _core.map_otlp_runs(
@@ -809,7 +825,13 @@ class LiveGrader:
         outcomes: dict[tuple[int, int], tuple[bytes, bytes, int, float]] = {}
         counts: AssertionCounts = []
         for key, (suite, indices, traces) in batches.items():
-            graded = suite.grade_batch(traces)
+            if cap is None:
+                graded = suite.grade_batch(traces)
+            else:
+                here = suite.grade_here(traces, cap)
+                if any(outcome is None for outcome in here):
+                    raise _NeedsPoolError
+                graded = cast("list[bytes]", here)
             # The sink's rows, by the core, in one call per suite.
             rows = (
                 _core.outcome_block(suite.suite_id, graded, 0).rows.split(b"\n")

@@ -236,6 +236,23 @@ impl PyCompiledSuite {
         Ok(bytes_list(py, &out))
     }
 
+    /// As `grade_batch`, graded on the calling thread, not on the pool (a few traces that must
+    /// not wait for its threads to wake), each trace with a work limit of `max_work_units`
+    /// (when below the grader's): a trace that needs more is `None`, to be graded again by
+    /// `grade_batch` with the full limit.
+    fn grade_here<'py>(
+        &self,
+        py: Python<'py>,
+        traces: Vec<PyBackedBytes>,
+        max_work_units: u64,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let (grader, suite) = (Arc::clone(&self.grader), Arc::clone(&self.suite));
+        let out = run_detached(py, move || {
+            grader.grade_traces_here(&suite, &borrow(&traces), max_work_units)
+        })?;
+        Ok(out.iter().map(|o| o.as_deref().map(|b| PyBytes::new(py, b))).collect())
+    }
+
     /// The public batch path: `items` (`bytes` graded as they are, plain trace dicts encoded
     /// here; any other item becomes `prepare(i, item)`: `bytes` to grade, or anything else as
     /// that item's outcome) → `(outcomes, errors)`. `outcomes[i]` is item i's

@@ -241,6 +241,38 @@ impl Grader {
         })
     }
 
+    /// As [`Grader::grade_traces`], one trace after the other on the calling thread, each
+    /// with a work limit of `cap` units (when below `max_work_units`): for a few traces that
+    /// must not wait for the pool's threads to wake (a live result's latency). A trace that
+    /// needs more than `cap` is `None`: grade it again with `grade_traces` (the full limit,
+    /// from the start, so its outcome does not depend on where it was graded). The others are
+    /// the same bytes as `grade_traces`.
+    pub fn grade_traces_here(
+        &self,
+        suite: &CompiledSuite,
+        traces: &[&[u8]],
+        cap: u64,
+    ) -> Vec<Option<Vec<u8>>> {
+        let cap = Some(cap).filter(|&c| c < self.limits.max_work_units);
+        traces
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                catch_unwind(AssertUnwindSafe(|| {
+                    self.grade_trace_capped(suite, bytes, i, None, cap)
+                }))
+                .unwrap_or_else(|_| {
+                    Some(item_error(
+                        crate::wire::lenient_trace_id(bytes),
+                        "INTERNAL",
+                        format!("traces[{i}]"),
+                        "internal error".to_owned(),
+                    ))
+                })
+            })
+            .collect()
+    }
+
     fn grade_trace_bytes(
         &self,
         suite: &CompiledSuite,
@@ -248,27 +280,47 @@ impl Grader {
         i: usize,
         cancel: Option<&CancelFlag>,
     ) -> Vec<u8> {
+        self.grade_trace_capped(suite, bytes, i, cancel, None)
+            .expect("without a cap nothing is deferred")
+    }
+
+    /// One trace's `TraceOutcome`; `None` when `cap` (a work limit below `max_work_units`)
+    /// was not enough.
+    fn grade_trace_capped(
+        &self,
+        suite: &CompiledSuite,
+        bytes: &[u8],
+        i: usize,
+        cancel: Option<&CancelFlag>,
+        cap: Option<u64>,
+    ) -> Option<Vec<u8>> {
         let field = || format!("traces[{i}]");
-        let stopped = |id: &str, stop: Stop| {
-            let e = stop.error(self.limits.max_work_units, field());
-            item_error(id.to_owned(), e.reason_code(), field(), e.message())
+        let graded = |view: TraceView<'_>| {
+            let view = match cap {
+                Some(c) => view.with_work_limit(c),
+                None => view,
+            };
+            match suite.grade_view_encoded(&view) {
+                Ok(outcome) => Some(outcome),
+                Err(Stop::WorkLimit) if cap.is_some() => None,
+                Err(stop) => {
+                    // The field path is only formatted when there is an error to report.
+                    let e = stop.error(self.limits.max_work_units, field());
+                    Some(item_error(view.id().to_owned(), e.reason_code(), field(), e.message()))
+                }
+            }
         };
-        // The field path is only formatted when there is an error to report.
         match wire_decode(bytes, &self.limits, "") {
             Ok(Decoded::Parts(parts)) => {
-                let view = cancellable(TraceView::from_parts(parts, &self.limits), cancel);
-                suite.grade_view_encoded(&view).unwrap_or_else(|stop| stopped(view.id(), stop))
+                graded(cancellable(TraceView::from_parts(parts, &self.limits), cancel))
             }
-            Ok(Decoded::Owned(t)) => {
-                let view = cancellable(TraceView::new(&t, &self.limits), cancel);
-                suite.grade_view_encoded(&view).unwrap_or_else(|stop| stopped(view.id(), stop))
-            }
-            Err(e) => item_error(
+            Ok(Decoded::Owned(t)) => graded(cancellable(TraceView::new(&t, &self.limits), cancel)),
+            Err(e) => Some(item_error(
                 crate::wire::lenient_trace_id(bytes),
                 e.reason_code(),
                 format!("{}{}", field(), e.field()),
                 e.message(),
-            ),
+            )),
         }
     }
 

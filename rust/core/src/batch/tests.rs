@@ -97,6 +97,42 @@ fn here_grading_defers_what_needs_more_than_its_cap() {
 }
 
 #[test]
+fn traces_graded_here_match_the_pool_and_defer_what_needs_more_than_the_cap() {
+    let g = Grader::new(Limits::default(), 1);
+    // A step that is never found: the scan visits every call.
+    let scan: Suite = serde_json::from_str(
+        r#"{"assertions":[{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"b"}]}}]}"#,
+    )
+    .expect("decodes");
+    let compiled = g.compile_suite(&scan.encode_to_vec()).expect("compiles");
+    let (small, big) =
+        (trace("t1", &["a"]).encode_to_vec(), trace("t2", &["a"; 400]).encode_to_vec());
+    let refs = [small.as_slice(), vec![0xFF].as_slice(), big.as_slice()].map(<[u8]>::to_vec);
+    let refs: Vec<&[u8]> = refs.iter().map(Vec::as_slice).collect();
+    let pool = g.grade_traces(&compiled, &refs);
+    // A generous cap (at or above the grader's limit) grades all three as the pool does,
+    // the undecodable one included (its ItemError, not a deferral).
+    for cap in [u64::MAX, g.limits().max_work_units] {
+        let here: Vec<Vec<u8>> =
+            g.grade_traces_here(&compiled, &refs, cap).into_iter().map(Option::unwrap).collect();
+        assert_eq!(here, pool);
+    }
+    // A tight cap grades the small trace and the bad bytes, and hands the big trace back.
+    let units = |t: &[u8]| {
+        let t = Trace::decode(t).expect("decodes");
+        let view = TraceView::new(&t, g.limits());
+        compiled.grade_view(&view).expect("graded");
+        view.work().used()
+    };
+    let cap = units(&small);
+    assert!(units(&big) > cap, "the big trace costs more");
+    let tight = g.grade_traces_here(&compiled, &refs, cap);
+    assert_eq!(tight[0].as_ref(), Some(&pool[0]));
+    assert_eq!(tight[1].as_ref(), Some(&pool[1]));
+    assert!(tight[2].is_none(), "deferred to the pool");
+}
+
+#[test]
 fn stream_chunks_are_split_and_framed_in_the_core() {
     let g = Grader::new(Limits { max_batch_items: 3, ..Limits::default() }, 1);
     let compiled = g.compile_suite(&suite().encode_to_vec()).expect("compiles");
