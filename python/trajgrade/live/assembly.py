@@ -138,8 +138,11 @@ class Assembler:
 
     def take_forgotten(self) -> dict[str, int]:
         """Graded ids forgotten since the last call, by reason (the window or the cap)."""
-        out = dict(self._graded.forgotten)
-        self._graded.forgotten.clear()
+        forgotten = self._graded.forgotten
+        if not forgotten:
+            return {}
+        out = dict(forgotten)
+        forgotten.clear()
         return out
 
     def add_spans(self, spans: Iterable[LiveSpan], now: float) -> AddOutcome:

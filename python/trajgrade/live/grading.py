@@ -302,6 +302,12 @@ class LiveGrader:
             )
         )
         self.hub = WatchHub(settings.watch_queue_size)
+        # Gauges read at scrape, not set on every export, timer and trip.
+        assembler = self.assembler
+        metrics.open_traces.set_function(lambda: assembler.open_runs)
+        metrics.held_bytes.set_function(lambda: assembler.bytes_held)
+        metrics.graded_ids.set_function(lambda: assembler.graded_ids)
+        metrics.watchers.set_function(self.hub.__len__)
         self.sink = (
             None
             if settings.results_jsonl is None
@@ -397,7 +403,7 @@ class LiveGrader:
             # The sink's last writes: until the grading's end (the deadline and its margin).
             unwritten = await self._sink_writer.finish(_left(deadline, _GRADING_MARGIN_S))
             unwritten += self._sink_writer.failed_rows - failed_before
-        self._update_gauges()
+        self._count_forgotten()
         unsent = refused = 0
         if self.writer is not None:
             unsent = await self.writer.close(
@@ -428,7 +434,6 @@ class LiveGrader:
                 },
             )
         self.hub.close()
-        self.metrics.watchers.set(0)
         # Never block the loop: the threads are idle by now, or were given up on.
         self._grading.shutdown(wait=False)
         if self._sink_writer is not None:
@@ -510,7 +515,7 @@ class LiveGrader:
             self._completed.put_nowait(outcome.complete)
         if self.settings.early_verdicts:
             self._schedule_early(outcome.open_touched)
-        self._update_gauges()
+        self._count_forgotten()
         self._arm_timer()
 
     def _schedule_early(self, runs: list[Run]) -> None:
@@ -558,10 +563,8 @@ class LiveGrader:
             checks.append(EarlyCheck(run, list(run.spans), list(run.events)))
         return checks
 
-    def _update_gauges(self) -> None:
-        self.metrics.open_traces.set(self.assembler.open_runs)
-        self.metrics.held_bytes.set(self.assembler.bytes_held)
-        self.metrics.graded_ids.set(self.assembler.graded_ids)
+    def _count_forgotten(self) -> None:
+        """The graded ids assembly forgot since the last call (the gauges are read at scrape)."""
         for reason, count in self.assembler.take_forgotten().items():
             self.metrics.graded_ids_forgotten.labels(reason).inc(count)
 
@@ -586,7 +589,7 @@ class LiveGrader:
             if self._timing is not None:
                 self._timing.completed(r.key for r in due)
             self._completed.put_nowait(due)
-            self._update_gauges()
+            self._count_forgotten()
         self._arm_timer()
 
     async def _worker(self) -> None:
@@ -909,7 +912,6 @@ class LiveGrader:
         self._note_watchers()
 
     def _note_watchers(self) -> None:
-        self.metrics.watchers.set(len(self.hub))
         if self.hub.dropped:
             self.metrics.watchers_cut.inc(self.hub.dropped)
             self.hub.dropped = 0

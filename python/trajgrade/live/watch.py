@@ -129,9 +129,7 @@ def watch_handler(hub_of: Callable[[], WatchHub | None], metrics: Any) -> grpc.G
                 message = grader_service_pb2.WatchResultsRequest.FromString(request)
             except DecodeError as exc:
                 raise InvalidRequestError(f"not a WatchResultsRequest: {exc}") from exc
-            watcher = hub.watch(message)
-            # The gauge follows joins and leaves at once, not only at the next result.
-            metrics.live.watchers.set(len(hub))
+            watcher = hub.watch(message)  # the watchers gauge reads the hub at scrape
             try:
                 while True:
                     item = await watcher.queue.get()
@@ -148,7 +146,6 @@ def watch_handler(hub_of: Callable[[], WatchHub | None], metrics: Any) -> grpc.G
                     yield item.payload
             finally:
                 hub.leave(watcher)
-                metrics.live.watchers.set(len(hub))
         except asyncio.CancelledError:
             metrics.count("WatchResults", grpc.StatusCode.CANCELLED, time.perf_counter() - started)
             raise
