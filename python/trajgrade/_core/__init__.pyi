@@ -20,6 +20,7 @@ __all__ = [
     "CancelToken",
     "CancelledError",
     "CompiledSuite",
+    "DeadlineTimer",
     "Grader",
     "InternalError",
     "InvalidRequestError",
@@ -445,6 +446,21 @@ class OtlpExport:
         """Answer with an encoded Export*ServiceResponse."""
     def fail(self, code: int, message: str) -> None:
         """Answer with a gRPC status code number and message."""
+
+@final
+class DeadlineTimer:
+    """A monotonic-clock timerfd the event loop watches (`loop.add_reader`), armed for an
+    absolute `time.monotonic()` deadline to the microsecond (Linux)."""
+
+    def __init__(self) -> None: ...
+    def fileno(self) -> int:
+        """The descriptor: readable once the deadline has passed, until `clear`."""
+    def arm(self, deadline: float) -> None:
+        """Fire at `deadline` (a past one at once); replaces the deadline armed before."""
+    def disarm(self) -> None:
+        """Not fire until armed again."""
+    def clear(self) -> bool:
+        """Take the firing: True if the deadline had passed, False if it had not fired."""
 
 @final
 class OtlpGrpcTransport:

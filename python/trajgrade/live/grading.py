@@ -34,6 +34,7 @@ from trajgrade.importers.otlp import EventRecord
 from trajgrade.importers.report import ImportReport
 from trajgrade.live import early, timing
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, Run
+from trajgrade.live.deadline import LoopDeadline
 from trajgrade.live.early import EarlySuite, EarlySuites
 from trajgrade.live.records import LiveSpan, picked
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
@@ -325,8 +326,8 @@ class LiveGrader:
         )
         self._grading = concurrent.futures.ThreadPoolExecutor(1, "trajgrade-live")
         self._completed: asyncio.Queue[list[Run] | None] = asyncio.Queue()
-        # The one timer of every open run (see _arm_timer).
-        self._timer: asyncio.TimerHandle | None = None
+        # The one timer of every open run (see _arm_timer), made on the loop when first armed.
+        self._timer: LoopDeadline | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
@@ -393,7 +394,7 @@ class LiveGrader:
         if self._early_timer is not None:
             self._early_timer.cancel()
         if self._timer is not None:
-            self._timer.cancel()
+            self._timer.close()
         for task in self._tasks:
             if task.get_name() != "trajgrade-live-worker":
                 task.cancel()
@@ -572,18 +573,20 @@ class LiveGrader:
 
     def _arm_timer(self) -> None:
         """Arm the one timer of every open run for the next settle time or idle timeout: a
-        loop callback at that time, moved only when a deadline comes earlier (a span only
-        pushes its run's later), so an export costs no wake-up and the deadline no task."""
+        loop callback at that time (to the microsecond: live/deadline.py), moved only when a
+        deadline comes earlier (a span only pushes its run's later), so an export costs no
+        wake-up and the deadline no task."""
         deadline = self.assembler.next_deadline()
-        timer = self._timer
-        if deadline is None or self._closed or (timer is not None and timer.when() <= deadline):
+        if deadline is None or self._closed:
             return
-        if timer is not None:
-            timer.cancel()
-        self._timer = asyncio.get_running_loop().call_at(deadline, self._on_timer)
+        timer = self._timer
+        if timer is None:
+            timer = self._timer = LoopDeadline(asyncio.get_running_loop(), self._on_timer)
+        elif timer.at is not None and timer.at <= deadline:
+            return
+        timer.arm(deadline)
 
     def _on_timer(self) -> None:
-        self._timer = None
         due = self.assembler.due(time.monotonic())
         if due:
             if self._timing is not None:

@@ -3,6 +3,8 @@
 //! call.
 mod bench;
 mod data;
+#[cfg(target_os = "linux")]
+mod deadline_timer;
 mod detach;
 mod dict_trace;
 mod errors;
@@ -24,6 +26,9 @@ mod _core {
 
     use crate::errors;
 
+    #[cfg(target_os = "linux")]
+    #[pymodule_export]
+    use crate::deadline_timer::PyDeadlineTimer;
     #[pymodule_export]
     use crate::dict_trace::encode_trace_dict;
     #[pymodule_export]
