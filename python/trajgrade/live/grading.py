@@ -341,6 +341,11 @@ class LiveGrader:
         self._past_deadline = 0
         # The trip on the grading thread (the drain's to settle if it abandons the worker).
         self._trip: Trip | None = None
+        # The worker waits for completed runs (a settle timer may then grade a trip itself).
+        self._worker_idle = False
+        # _grade_now found a trace over --inline-work-units: the worker's next trip goes
+        # straight to the grading thread.
+        self._to_thread = False
         # Result metrics' children by (metric, labels): see _child.
         self._children: dict[tuple[Any, ...], Any] = {}
         # TRAJGRADE_LIVE_TIMING: each run's times, written at the drain (debug only).
@@ -591,14 +596,51 @@ class LiveGrader:
         if due:
             if self._timing is not None:
                 self._timing.completed(r.key for r in due)
-            self._completed.put_nowait(due)
             self._count_forgotten()
         self._arm_timer()
+        if due and not self._grade_now(due):
+            self._completed.put_nowait(due)
+
+    def _grade_now(self, runs: list[Run]) -> bool:
+        """Grade a small trip right here, in the settle timer's callback, when the worker
+        waits idle with nothing queued (it would take the same trip one loop iteration later,
+        behind whatever else is ready); False: the worker's (a trip over the inline bounds, a
+        trace over --inline-work-units, early checks waiting, a reload, the drain)."""
+        if not (self._worker_idle and self._completed.empty() and not self._early_due):
+            return False
+        trip = Trip(runs)
+        if self._closed or not self._inline(trip):
+            return False
+        self._trip = trip
+        try:
+            self._grade(trip, self.routes.current, self.settings.inline_work_units)
+        except _NeedsPoolError:
+            # Nothing was committed: the worker's next trip (these runs first: nothing was
+            # queued) goes to the thread without trying the loop again.
+            self._to_thread = True
+            return False
+        except Exception:
+            log.exception("live grading failed for %d runs", len(runs))
+        finally:
+            self._trip = None
+        self._close_trip(trip)
+        return True
+
+    def _inline(self, trip: Trip) -> bool:
+        """The trip may be graded on the loop: a few small runs, no drain, no reload."""
+        small = len(trip.runs) <= _INLINE_RUNS and sum(r.size for r in trip.runs) <= (
+            self.settings.inline_grade_bytes
+        )
+        return small and self._deadline is None and not self._reloading
 
     async def _worker(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            runs = await self._completed.get()
+            self._worker_idle = True
+            try:
+                runs = await self._completed.get()
+            finally:
+                self._worker_idle = False
             if runs is None:
                 return
             if self._past(runs):
@@ -637,10 +679,8 @@ class LiveGrader:
             self._close_trip(trip)
 
     async def _run_trip(self, trip: Trip, routes: Any) -> None:
-        small = len(trip.runs) <= _INLINE_RUNS and sum(r.size for r in trip.runs) <= (
-            self.settings.inline_grade_bytes
-        )
-        if small and self._deadline is None and not self._reloading:
+        to_thread, self._to_thread = self._to_thread, False
+        if not to_thread and self._inline(trip):
             try:
                 # Each trace within inline_work_units, graded here without waking the pool.
                 self._grade(trip, routes, self.settings.inline_work_units)
