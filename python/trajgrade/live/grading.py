@@ -95,7 +95,8 @@ class LiveResult:
         cut_off: bool,
         completion: str,
         outcome: result_pb2.TraceOutcome | None = None,
-        # The run's root span (hex ids), which write-back records point at.
+        # The run's root span (hex ids), which write-back records point at (empty without
+        # write-back).
         root_trace_id: str = "",
         root_span_id: str = "",
         # The outcome as the core encoded it (empty: encode `outcome`).
@@ -890,9 +891,11 @@ class LiveGrader:
                 indices, graded, rows, verdicts, scores, strict=False
             ):
                 outcomes[key, i] = outcome, row, verdict, score
+        # The root's ids are what write-back records point at: found only for write-back.
+        write_back = self.writer is not None
         for i, suites in suites_of:
             run = runs[i]
-            root_trace, root_id = root_span(run)
+            root_trace, root_id = root_span(run) if write_back else ("", "")
             out[i] = [
                 LiveResult(
                     run.key,
