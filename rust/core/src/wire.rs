@@ -21,12 +21,16 @@ pub struct TraceParts<'a> {
     pub turns: Vec<Turn<'a>>,
 }
 
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> Reader<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
+        Reader { b, i: 0 }
+    }
+
     /// One- and two-byte varints (keys, lengths) inline; longer ones out of line.
     #[inline]
     fn varint(&mut self) -> Option<u64> {
@@ -63,7 +67,7 @@ impl<'a> Reader<'a> {
 
     /// `(field number, wire type)`; `None` for what prost rejects.
     #[inline]
-    fn key(&mut self) -> Option<(u32, u8)> {
+    pub(crate) fn key(&mut self) -> Option<(u32, u8)> {
         let key = self.varint()?;
         if key > u64::from(u32::MAX) {
             return None;
@@ -77,7 +81,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let len = usize::try_from(self.varint()?).ok()?;
         let end = self.i.checked_add(len)?;
         let out = self.b.get(self.i..end)?;
@@ -96,7 +100,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips an unknown field (groups are left to prost).
-    fn skip(&mut self, wire: u8) -> Option<()> {
+    pub(crate) fn skip(&mut self, wire: u8) -> Option<()> {
         match wire {
             0 => {
                 self.varint()?;
@@ -138,7 +142,7 @@ impl<'a> Reader<'a> {
         self.bytes()
     }
 
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.i >= self.b.len()
     }
 }

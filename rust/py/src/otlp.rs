@@ -63,6 +63,9 @@ fn keyed(py: Python<'_>, pairs: Option<Vec<(String, String)>>) -> PyResult<Keyed
     pairs.map(|pairs| PyTuple::new(py, pairs)).transpose()
 }
 
+/// Requests from this size are decoded with the interpreter released (`otlp_spans`).
+const DETACH_REQUEST_BYTES: usize = 16 * 1024;
+
 /// The spans of one `ExportTraceServiceRequest` as the live receiver's assembly reads them,
 /// and their resources, with the string values of `keys`. A malformed request raises
 /// `ValueError`. The spans of one trace share one trace id string (a request's spans come
@@ -75,8 +78,14 @@ pub fn otlp_spans<'py>(
     keys: Vec<PyBackedStr>,
 ) -> PyResult<(Vec<ResourceTuple<'py>>, Vec<SpanTuple<'py>>)> {
     let keys: Vec<&str> = keys.iter().map(|k| &k[..]).collect();
-    let (resources, spans) = otlp::heads::span_heads(request, &keys)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // A large request is decoded with the interpreter released (the grading thread's Python
+    // goes on meanwhile); a small one is not worth the hand-over.
+    let heads = if request.len() >= DETACH_REQUEST_BYTES {
+        py.detach(|| otlp::heads::span_heads(request, &keys))
+    } else {
+        otlp::heads::span_heads(request, &keys)
+    };
+    let (resources, spans) = heads.map_err(|e| PyValueError::new_err(e.to_string()))?;
     let resources = resources
         .into_iter()
         .map(|r| Ok((PyBytes::new(py, &r.raw), keyed(py, r.keyed)?)))

@@ -2,11 +2,17 @@
 //! here so that the receiver builds one small Python object per span (not a record with every
 //! attribute): ids, flags, the end-of-run marker, the encoded size and the span's bytes (which
 //! the mapping decodes again when the run completes).
+//!
+//! The request is decoded whole (a malformed one is refused before anything is taken), and each
+//! span's and resource's bytes are borrowed from the request as they came, not encoded again.
+use std::borrow::Cow;
+
 use prost::Message;
 
 use super::decode::{self, KeyValue};
 use super::pyvalue::Value;
 use super::DecodeError;
+use crate::wire::Reader;
 
 /// The end of a run: this attribute set to true, or a span event of this name
 /// (docs/live-grading.md).
@@ -20,14 +26,14 @@ pub type Keyed = Option<Vec<(String, String)>>;
 
 /// One resource of the request: its bytes and its keyed attributes.
 #[derive(Debug, PartialEq)]
-pub struct ResourceHead {
-    pub raw: Vec<u8>,
+pub struct ResourceHead<'a> {
+    pub raw: Cow<'a, [u8]>,
     pub keyed: Keyed,
 }
 
 /// One span: what assembly reads, and its bytes.
 #[derive(Debug, PartialEq)]
-pub struct SpanHead {
+pub struct SpanHead<'a> {
     pub trace_id: String,
     pub span_id: String,
     pub parent: String,
@@ -36,7 +42,7 @@ pub struct SpanHead {
     pub ends_run: bool,
     /// The span's encoded size (the receiver's memory cap counts it).
     pub size: usize,
-    pub raw: Vec<u8>,
+    pub raw: Cow<'a, [u8]>,
     /// Index into the request's resources.
     pub resource: usize,
     pub keyed: Keyed,
@@ -44,26 +50,41 @@ pub struct SpanHead {
 
 /// The spans of one `ExportTraceServiceRequest` (in request order) and their resources, with
 /// the values of `keys` (span attributes and resource attributes each on their own).
-pub fn span_heads(
-    bytes: &[u8],
+pub fn span_heads<'a>(
+    bytes: &'a [u8],
     keys: &[&str],
-) -> Result<(Vec<ResourceHead>, Vec<SpanHead>), DecodeError> {
+) -> Result<(Vec<ResourceHead<'a>>, Vec<SpanHead<'a>>), DecodeError> {
     let request = decode::decode_traces(bytes).map_err(|source| DecodeError {
         kind: "traces",
         index: 0,
         source,
     })?;
+    // The same structure, borrowed. Where it does not line up with what prost decoded (a
+    // resource given twice, which protobuf merges, or framing the scan does not follow), the
+    // decoded message is encoded again instead.
+    let mut framed =
+        framing(bytes).filter(|f| f.len() == request.resource_spans.len()).map(Vec::into_iter);
     let mut resources = Vec::with_capacity(request.resource_spans.len());
     let mut spans = Vec::new();
     for resource_spans in request.resource_spans {
+        let (resource_raw, span_raws) = match framed.as_mut().and_then(Iterator::next) {
+            Some((resource, spans)) => (resource, Some(spans)),
+            None => (None, None),
+        };
         let resource = resource_spans.resource.unwrap_or_default();
         let index = resources.len();
         resources.push(ResourceHead {
             keyed: keyed(&resource.attributes, keys),
-            raw: resource.encode_to_vec(),
+            raw: resource_raw.map_or_else(|| Cow::Owned(resource.encode_to_vec()), Cow::Borrowed),
         });
-        for span in resource_spans.scope_spans.into_iter().flat_map(|s| s.spans) {
-            let raw = span.encode_to_vec();
+        let decoded: Vec<decode::Span> =
+            resource_spans.scope_spans.into_iter().flat_map(|s| s.spans).collect();
+        let span_raws = span_raws.filter(|raws| raws.len() == decoded.len());
+        for (i, span) in decoded.into_iter().enumerate() {
+            let raw = match &span_raws {
+                Some(raws) => Cow::Borrowed(raws[i]),
+                None => Cow::Owned(span.encode_to_vec()),
+            };
             spans.push(SpanHead {
                 trace_id: decode::hex(&span.trace_id),
                 span_id: decode::hex(&span.span_id),
@@ -79,6 +100,43 @@ pub fn span_heads(
         }
     }
     Ok((resources, spans))
+}
+
+/// Per `ResourceSpans` (field 1) of the request: its `Resource` (field 1; `None` when it is
+/// given more than once) and its spans (field 2 of each `ScopeSpans`, field 2), borrowed in
+/// order; `None` for framing the scan does not follow.
+#[allow(clippy::type_complexity)]
+fn framing(bytes: &[u8]) -> Option<Vec<(Option<&[u8]>, Vec<&[u8]>)>> {
+    let mut out = Vec::new();
+    for resource_spans in fields(bytes, 1)? {
+        let (mut resource, mut count, mut spans) = (Some(&[][..]), 0, Vec::new());
+        let mut r = Reader::new(resource_spans);
+        while !r.done() {
+            match r.key()? {
+                (1, 2) => {
+                    resource = Some(r.bytes()?);
+                    count += 1;
+                }
+                (2, 2) => spans.extend(fields(r.bytes()?, 2)?),
+                (_, wire) => r.skip(wire)?,
+            }
+        }
+        out.push((resource.filter(|_| count <= 1), spans));
+    }
+    Some(out)
+}
+
+/// The length-delimited values of field `tag` at the top level of `bytes`, in order.
+fn fields(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
+    let mut r = Reader::new(bytes);
+    let mut out = Vec::new();
+    while !r.done() {
+        match r.key()? {
+            (t, 2) if t == tag => out.push(r.bytes()?),
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Some(out)
 }
 
 fn last<'a>(pairs: &'a [KeyValue], key: &str) -> Option<&'a KeyValue> {
@@ -179,9 +237,41 @@ mod tests {
             attributes: vec![flag(END_ATTRIBUTE, true), flag(END_ATTRIBUTE, false)],
             ..Span::default()
         };
-        let (_, spans) = span_heads(&request(vec![], vec![span]), &[]).unwrap();
+        let bytes = request(vec![], vec![span]);
+        let (_, spans) = span_heads(&bytes, &[]).unwrap();
         assert!(!spans[0].ends_run);
         assert_eq!(spans[0].keyed, Some(vec![]));
+    }
+
+    #[test]
+    fn bytes_are_borrowed_as_they_came_and_encoded_again_where_they_do_not_line_up() {
+        let span = |id: u8| Span { trace_id: vec![1; 16], span_id: vec![id; 8], ..Span::default() };
+        let bytes = request(vec![text("service.name", "svc")], vec![span(2), span(3)]);
+        let (resources, spans) = span_heads(&bytes, &[]).unwrap();
+        assert!(matches!(resources[0].raw, Cow::Borrowed(_)));
+        for (head, id) in spans.iter().zip([2, 3]) {
+            assert!(matches!(head.raw, Cow::Borrowed(_)));
+            assert_eq!(&head.raw[..], &span(id).encode_to_vec()[..]);
+        }
+        // A resource given twice is merged by protobuf: encoded again from what prost merged.
+        let resource = |kv| Resource { attributes: vec![kv], ..Resource::default() };
+        let first = ResourceSpans {
+            resource: Some(resource(text("a", "1"))),
+            scope_spans: vec![ScopeSpans { spans: vec![span(2)], ..ScopeSpans::default() }],
+            ..ResourceSpans::default()
+        }
+        .encode_to_vec();
+        let again =
+            ResourceSpans { resource: Some(resource(text("b", "2"))), ..ResourceSpans::default() };
+        let mut twice = vec![0x0a];
+        let body = [first, again.encode_to_vec()].concat();
+        prost::encoding::encode_varint(body.len() as u64, &mut twice);
+        twice.extend(body);
+        let (resources, spans) = span_heads(&twice, &["a", "b"]).unwrap();
+        assert!(matches!(resources[0].raw, Cow::Owned(_)));
+        assert_eq!(Resource::decode(&resources[0].raw[..]).unwrap().attributes.len(), 2);
+        assert_eq!(spans.len(), 1);
+        assert_eq!(&spans[0].raw[..], &span(2).encode_to_vec()[..]);
     }
 
     #[test]
