@@ -58,14 +58,19 @@ fn inline_suites_over_max_suite_bytes_are_refused_on_every_path() {
     assert!(fits.grade_batch_request(&batch).is_ok());
 }
 
+/// A suite whose one step is never found, so that grading visits every call: work grows with
+/// the trace.
+fn scan_every_call() -> Suite {
+    serde_json::from_str(
+        r#"{"assertions":[{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"b"}]}}]}"#,
+    )
+    .expect("decodes")
+}
+
 #[test]
 fn here_grading_defers_what_needs_more_than_its_cap() {
     let g = Grader::new(Limits::default(), 1);
-    // A step that is never found: the scan visits every call.
-    let scan: Suite = serde_json::from_str(
-        r#"{"assertions":[{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"b"}]}}]}"#,
-    )
-    .expect("decodes");
+    let scan = scan_every_call();
     let request = |calls: &[&str]| {
         GradeTraceRequest {
             trace: Some(trace("t1", calls)),
@@ -99,11 +104,7 @@ fn here_grading_defers_what_needs_more_than_its_cap() {
 #[test]
 fn traces_graded_here_match_the_pool_and_defer_what_needs_more_than_the_cap() {
     let g = Grader::new(Limits::default(), 1);
-    // A step that is never found: the scan visits every call.
-    let scan: Suite = serde_json::from_str(
-        r#"{"assertions":[{"tool_sequence":{"steps":[{"tool":"a"},{"tool":"b"}]}}]}"#,
-    )
-    .expect("decodes");
+    let scan = scan_every_call();
     let compiled = g.compile_suite(&scan.encode_to_vec()).expect("compiles");
     let (small, big) =
         (trace("t1", &["a"]).encode_to_vec(), trace("t2", &["a"; 400]).encode_to_vec());
