@@ -299,6 +299,42 @@ async def test_a_trip_over_the_inline_work_units_is_graded_again_on_the_thread(
     assert live.metric("trajgrade_live_spans_total", outcome="graded") == len(run)
 
 
+async def test_a_run_settling_while_the_worker_grades_waits_for_it(
+    make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The settle timer grades a small trip itself only while the worker waits idle: a run
+    that settles while the worker has a trip on the grading thread is queued behind it, so
+    results come out in the order their runs completed."""
+    live = await make_live(routes_poll_s=3600.0)
+    grader = live.server.live
+    watch = await live.watch()
+    first, second = by_trace(span_items(spans_file)).values()
+    slow_key = first[0].trace_id
+    inline = grader._inline
+    # The first run's trip goes to the grading thread, where it takes a second.
+    monkeypatch.setattr(
+        grader, "_inline", lambda trip: inline(trip) and trip.runs[0].key != slow_key
+    )
+    calls: list[tuple[str, str]] = []
+    grade_runs = grader._grade_runs
+
+    def spy(runs: list[Run], routes: Any, cap: int | None = None) -> Any:
+        if runs[0].key == slow_key:
+            time.sleep(1.0)
+        calls.append((runs[0].key, threading.current_thread().name))
+        return grade_runs(runs, routes, cap)
+
+    monkeypatch.setattr(grader, "_grade_runs", spy)
+    await live.export(export_request(first))
+    await eventually(lambda: grader._trip is not None, what="the first run on the thread")
+    await live.export(export_request(second))  # settles (0.3 s) while the thread sleeps
+    items = await watch.wait(2)
+    assert [item.trace_id for item in items] == [slow_key, second[0].trace_id]
+    on_loop = threading.current_thread().name
+    assert calls[0][0] == slow_key and calls[0][1].startswith("trajgrade-live")
+    assert calls[1:] == [(second[0].trace_id, on_loop)]
+
+
 async def test_worker_busy_past_the_deadline_accounts_for_every_run(
     make_live: LiveFactory, spans_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
