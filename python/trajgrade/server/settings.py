@@ -140,8 +140,9 @@ class Settings:
     )
     inline_work_units: int = _setting(
         100_000,
-        "work units each inline-graded item may spend; one that needs more is graded again in "
-        "the pool with max_work_units (bounds how long the event loop is busy grading)",
+        "work units each inline-graded item (or trace of an inline live trip) may spend; one "
+        "that needs more is graded again in the pool with max_work_units (bounds how long the "
+        "event loop is busy grading)",
         int,
     )
     # Core limits (SPEC section 7); defaults match docs/internals/core-api.md.
