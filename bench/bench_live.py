@@ -319,7 +319,9 @@ def floor_main(port: int) -> None:
 
     async def serve() -> None:
         server = grpc.aio.server()
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Discard(), server)
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            Discard(), server
+        )
         server.add_generic_rpc_handlers(
             (
                 grpc.method_handlers_generic_handler(
@@ -724,38 +726,48 @@ def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat
     m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
     m.add("p99", pct(latencies, 0.99))
     m.add("achieved", stream.achieved)
-    if timing is None:
-        return
+    if timing is not None:
+        split_rows(timing, stream, settle_ns, m)
+
+
+def split_rows(timing: Path, stream: Paced, settle_ns: float, m: Measurements) -> None:
+    """--split: each run's latency cut at the server's debug timing (trajgrade/live/timing.py),
+    and the collector's pauses during the stream."""
     server_times = {}
     collections: list[tuple[int, int, int]] = []
     for line in timing.read_text().splitlines():
         key, *fields = line.split("\t")
-        arrival, completed, published = map(int, fields)
         if key == "gc":  # a collection: generation, start, duration
-            collections.append((arrival, completed, published))
+            generation, at, took = map(int, fields)
+            collections.append((generation, at, took))
         else:
-            server_times[key] = (arrival, completed, published)
+            # arrival, completed, published, dequeued and written by the watcher's stream
+            server_times[key] = tuple(map(int, fields))
     # The collections during the stream (not startup's).
-    first = min(arrival for arrival, _, _ in server_times.values())
+    first = min(times[0] for times in server_times.values())
     pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
     for generation, at, took in collections:
         if at >= first:
             pauses[generation].append(_ms(took))
-    for generation, took in pauses.items():
-        m.add(f"gc{generation}_n", len(took))
-        m.add(f"gc{generation}_max", max(took, default=0.0))
+    for generation, tooks in pauses.items():
+        m.add(f"gc{generation}_n", len(tooks))
+        m.add(f"gc{generation}_max", max(tooks, default=0.0))
     parts: dict[str, list[float]] = {name: [] for name, _ in SPLIT}
     for trace_id, (end, began) in stream.ends.items():
-        arrival, completed, published = server_times[trace_id]
+        arrival, completed, published, dequeued, written = server_times[trace_id]
         parts["sender"].append(_ms(began - end))
         parts["transport"].append(_ms(arrival - began))
         parts["server"].append(_ms(published - arrival - settle_ns))
         parts["timer"].append(_ms(completed - arrival - settle_ns))
         parts["grading"].append(_ms(published - completed))
         parts["watcher"].append(_ms(stream.arrived[trace_id] - published))
+        if written:
+            parts["queue"].append(_ms(dequeued - published))
+            parts["write"].append(_ms(written - dequeued))
     for name, values in parts.items():
-        m.add(f"{name}_p50", pct(values, 0.5))
-        m.add(f"{name}_p99", pct(values, 0.99))
+        if values:  # the queue and write rows need a watcher's stamps
+            m.add(f"{name}_p50", pct(values, 0.5))
+            m.add(f"{name}_p99", pct(values, 0.99))
 
 
 SPLIT = [
@@ -765,6 +777,8 @@ SPLIT = [
     ("timer", "    of which: settle timer's lateness"),
     ("grading", "    of which: complete -> published (grading)"),
     ("watcher", "  published -> WatchResults reader"),
+    ("queue", "    of which: in the watcher's queue (behind earlier writes)"),
+    ("write", "    of which: the stream's write, until grpc.aio completes it"),
 ]
 
 
@@ -882,6 +896,7 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
             rows += [
                 [label, f"p50 {med(name + '_p50'):.2f} ms, p99 {med(name + '_p99'):.2f} ms", *blank]
                 for name, label in SPLIT
+                if name + "_p50" in m.values
             ]
             rows += [
                 [

@@ -34,6 +34,8 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "sender: root end -> export call",
         "server: handler -> published, minus settle",
         "published -> WatchResults reader",
+        "of which: in the watcher's queue",
+        "of which: the stream's write",
         "server: generation 2 collections",
         "peak RSS after 0.5 s",
         "peak RSS after 1 s",

@@ -351,6 +351,7 @@ class LiveGrader:
         self._children: dict[tuple[Any, ...], Any] = {}
         # TRAJGRADE_LIVE_TIMING: each run's times, written at the drain (debug only).
         self._timing = timing.from_env()
+        self.hub.timing = self._timing
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -978,7 +979,13 @@ class LiveGrader:
                 self._child(metrics.score, result.suite_id).observe(result.score)
             if watched:  # the message only for watchers
                 self.hub.publish(
-                    Published(result.suite_id, result.verdict, result.service, result.response())
+                    Published(
+                        result.suite_id,
+                        result.verdict,
+                        result.service,
+                        result.response(),
+                        result.run_key,
+                    )
                 )
         for (suite_id, verdict), count in counts.items():
             name = _VERDICT_NAME[verdict] if verdict else "ERROR"

@@ -2,9 +2,11 @@
 
 Per run (wall clock ns, comparable with the senders' span end times and a watcher's arrival
 times): when its last span arrived, when it was taken as complete (end marker, settle time),
-and when its results were published. Written as tab-separated lines when the server drains
-(bench/bench_live.py --split reads them), then the collector's pauses (`gc` lines: generation,
-start, duration). Not for production: it keeps every run's times.
+when its results were published, and when a WatchResults stream took its first result off
+the watcher's queue and when that write completed (0: no watcher). Written as tab-separated
+lines when the server drains (bench/bench_live.py --split reads them), then the collector's
+pauses (`gc` lines: generation, start, duration). Not for production: it keeps every run's
+times.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class RunTiming:
         self._arrived: dict[str, int] = {}
         self._completed: dict[str, int] = {}
         self._rows: list[tuple[str, int, int, int]] = []
+        # The first WatchResults stream's dequeue and completed write of a run's result.
+        self._dequeued: dict[str, int] = {}
+        self._written: dict[str, int] = {}
         self._gc: list[tuple[int, int, int]] = []
         self._gc_start = 0
         gc.callbacks.append(self._on_gc)
@@ -50,9 +55,19 @@ class RunTiming:
         for key in keys:
             self._rows.append((key, self._arrived.pop(key, 0), self._completed.pop(key, 0), now))
 
+    def dequeued(self, key: str) -> None:
+        self._dequeued.setdefault(key, time.time_ns())
+
+    def written(self, key: str) -> None:
+        self._written.setdefault(key, time.time_ns())
+
     def write(self) -> None:
+        dequeued, written = self._dequeued, self._written
         with open(self.path, "w", encoding="utf-8") as out:
-            out.writelines(f"{k}\t{a}\t{c}\t{p}\n" for k, a, c, p in self._rows)
+            out.writelines(
+                f"{k}\t{a}\t{c}\t{p}\t{dequeued.get(k, 0)}\t{written.get(k, 0)}\n"
+                for k, a, c, p in self._rows
+            )
             out.writelines(f"gc\t{g}\t{at}\t{took}\n" for g, at, took in self._gc)
         gc.callbacks.remove(self._on_gc)
 

@@ -22,6 +22,7 @@ from trajgrade.errors import (
     ShuttingDownError,
     WatcherTooSlowError,
 )
+from trajgrade.live.timing import RunTiming
 from trajgrade.server.status import to_status
 from trajgrade.v1 import grader_service_pb2
 
@@ -30,12 +31,14 @@ SERVICE_NAME: str = grader_service_pb2.DESCRIPTOR.services_by_name["GraderServic
 
 @dataclass(frozen=True)
 class Published:
-    """One live result: its filter keys and its encoded WatchResultsResponse."""
+    """One live result: its filter keys and its encoded WatchResultsResponse (and its run's
+    key, for the debug timing)."""
 
     suite_id: str
     verdict: int
     service: str
     payload: bytes
+    run_key: str = ""
 
 
 class _End:
@@ -72,6 +75,8 @@ class WatchHub:
         self._watchers: set[Watcher] = set()
         self.closed = False
         self.dropped = 0
+        # TRAJGRADE_LIVE_TIMING (live/timing.py): each result's dequeue and write, when set.
+        self.timing: RunTiming | None = None
 
     def __len__(self) -> int:
         return len(self._watchers)
@@ -130,6 +135,7 @@ def watch_handler(hub_of: Callable[[], WatchHub | None], metrics: Any) -> grpc.G
             except DecodeError as exc:
                 raise InvalidRequestError(f"not a WatchResultsRequest: {exc}") from exc
             watcher = hub.watch(message)  # the watchers gauge reads the hub at scrape
+            timing = hub.timing
             try:
                 while True:
                     item = await watcher.queue.get()
@@ -143,7 +149,12 @@ def watch_handler(hub_of: Callable[[], WatchHub | None], metrics: Any) -> grpc.G
                         raise ShuttingDownError(
                             "the server is shutting down; watch another replica"
                         )
+                    if timing is None:
+                        yield item.payload
+                        continue
+                    timing.dequeued(item.run_key)
                     yield item.payload
+                    timing.written(item.run_key)
             finally:
                 hub.leave(watcher)
         except asyncio.CancelledError:
