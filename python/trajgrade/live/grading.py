@@ -608,24 +608,34 @@ class LiveGrader:
         waits idle with nothing queued (it would take the same trip one loop iteration later,
         behind whatever else is ready); False: the worker's (a trip over the inline bounds, a
         trace over --inline-work-units, early checks waiting, a reload, the drain)."""
-        if not (self._worker_idle and self._completed.empty() and not self._early_due):
+        idle = self._worker_idle and self._completed.empty() and not self._early_due
+        if not idle or self._closed:
             return False
         trip = Trip(runs)
-        if self._closed or not self._inline(trip):
+        if not self._inline(trip):
             return False
         self._trip = trip
         try:
-            self._grade(trip, self.routes.current, self.settings.inline_work_units)
-        except _NeedsPoolError:
-            # Nothing was committed: the worker's next trip (these runs first: nothing was
-            # queued) goes to the thread without trying the loop again.
-            self._to_thread = True
-            return False
+            if not self._grade_inline(trip, self.routes.current):
+                # The worker's next trip (these runs first: nothing was queued) goes to the
+                # thread without trying the loop again.
+                self._to_thread = True
+                return False
         except Exception:
             log.exception("live grading failed for %d runs", len(runs))
         finally:
             self._trip = None
         self._close_trip(trip)
+        return True
+
+    def _grade_inline(self, trip: Trip, routes: Any) -> bool:
+        """Grade the trip here, each trace within --inline-work-units, without waking the
+        core's pool; False when a trace needs more (nothing was committed: grade it on the
+        thread, with the full limit)."""
+        try:
+            self._grade(trip, routes, self.settings.inline_work_units)
+        except _NeedsPoolError:
+            return False
         return True
 
     def _inline(self, trip: Trip) -> bool:
@@ -682,13 +692,8 @@ class LiveGrader:
 
     async def _run_trip(self, trip: Trip, routes: Any) -> None:
         to_thread, self._to_thread = self._to_thread, False
-        if not to_thread and self._inline(trip):
-            try:
-                # Each trace within inline_work_units, graded here without waking the pool.
-                self._grade(trip, routes, self.settings.inline_work_units)
-                return
-            except _NeedsPoolError:
-                pass  # nothing was committed: graded again below, with the full limit
+        if not to_thread and self._inline(trip) and self._grade_inline(trip, routes):
+            return
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._grading, self._grade, trip, routes)
 

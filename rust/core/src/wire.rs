@@ -21,16 +21,12 @@ pub struct TraceParts<'a> {
     pub turns: Vec<Turn<'a>>,
 }
 
-pub(crate) struct Reader<'a> {
+struct Reader<'a> {
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(b: &'a [u8]) -> Self {
-        Reader { b, i: 0 }
-    }
-
     /// One- and two-byte varints (keys, lengths) inline; longer ones out of line.
     #[inline]
     fn varint(&mut self) -> Option<u64> {
@@ -67,7 +63,7 @@ impl<'a> Reader<'a> {
 
     /// `(field number, wire type)`; `None` for what prost rejects.
     #[inline]
-    pub(crate) fn key(&mut self) -> Option<(u32, u8)> {
+    fn key(&mut self) -> Option<(u32, u8)> {
         let key = self.varint()?;
         if key > u64::from(u32::MAX) {
             return None;
@@ -81,7 +77,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
+    fn bytes(&mut self) -> Option<&'a [u8]> {
         let len = usize::try_from(self.varint()?).ok()?;
         let end = self.i.checked_add(len)?;
         let out = self.b.get(self.i..end)?;
@@ -100,7 +96,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips an unknown field (groups are left to prost).
-    pub(crate) fn skip(&mut self, wire: u8) -> Option<()> {
+    fn skip(&mut self, wire: u8) -> Option<()> {
         match wire {
             0 => {
                 self.varint()?;
@@ -142,7 +138,7 @@ impl<'a> Reader<'a> {
         self.bytes()
     }
 
-    pub(crate) fn done(&self) -> bool {
+    fn done(&self) -> bool {
         self.i >= self.b.len()
     }
 }

@@ -43,15 +43,17 @@ impl Grader {
     }
 }
 
-/// Runs one item's grading; a panic becomes that item's `INTERNAL` error with a generic message.
-fn guarded(
-    grade: impl FnOnce() -> Vec<u8>,
+/// Runs one item's grading; a panic becomes that item's `INTERNAL` error with a generic message
+/// (as `T`: the outcome bytes, or `Some` of them where a grading may be deferred).
+fn guarded<T: From<Vec<u8>>>(
+    grade: impl FnOnce() -> T,
     trace_id: impl FnOnce() -> String,
     i: usize,
     list: &str,
-) -> Vec<u8> {
+) -> T {
     catch_unwind(AssertUnwindSafe(grade)).unwrap_or_else(|_| {
         item_error(trace_id(), "INTERNAL", format!("{list}[{i}]"), "internal error".to_owned())
+            .into()
     })
 }
 

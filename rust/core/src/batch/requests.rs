@@ -258,17 +258,12 @@ impl Grader {
             .iter()
             .enumerate()
             .map(|(i, bytes)| {
-                catch_unwind(AssertUnwindSafe(|| {
-                    self.grade_trace_capped(suite, bytes, i, None, cap)
-                }))
-                .unwrap_or_else(|_| {
-                    Some(item_error(
-                        crate::wire::lenient_trace_id(bytes),
-                        "INTERNAL",
-                        format!("traces[{i}]"),
-                        "internal error".to_owned(),
-                    ))
-                })
+                guarded(
+                    || self.grade_trace_capped(suite, bytes, i, None, cap),
+                    || crate::wire::lenient_trace_id(bytes),
+                    i,
+                    "traces",
+                )
             })
             .collect()
     }

@@ -408,7 +408,7 @@ fn a_cancelled_flag_stops_every_item() {
 
 #[test]
 fn a_panic_is_that_items_internal_error() {
-    let out = super::guarded(|| panic!("boom"), || "t9".to_owned(), 4, "traces");
+    let out: Vec<u8> = super::guarded(|| panic!("boom"), || "t9".to_owned(), 4, "traces");
     match outcome_of(&out) {
         trace_outcome::Outcome::Error(e) => assert_eq!(
             (e.trace_id.as_str(), e.reason_code.as_str(), e.field.as_str(), e.message.as_str()),

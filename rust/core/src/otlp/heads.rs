@@ -12,7 +12,7 @@ use prost::Message;
 use super::decode::{self, KeyValue};
 use super::pyvalue::Value;
 use super::DecodeError;
-use crate::wire::Reader;
+use crate::wire::repeated_len_field;
 
 /// The end of a run: this attribute set to true, or a span event of this name
 /// (docs/live-grading.md).
@@ -108,33 +108,17 @@ pub fn span_heads<'a>(
 #[allow(clippy::type_complexity)]
 fn framing(bytes: &[u8]) -> Option<Vec<(Option<&[u8]>, Vec<&[u8]>)>> {
     let mut out = Vec::new();
-    for resource_spans in fields(bytes, 1)? {
-        let (mut resource, mut count, mut spans) = (Some(&[][..]), 0, Vec::new());
-        let mut r = Reader::new(resource_spans);
-        while !r.done() {
-            match r.key()? {
-                (1, 2) => {
-                    resource = Some(r.bytes()?);
-                    count += 1;
-                }
-                (2, 2) => spans.extend(fields(r.bytes()?, 2)?),
-                (_, wire) => r.skip(wire)?,
-            }
+    for resource_spans in repeated_len_field(bytes, 1)? {
+        let resource = match repeated_len_field(resource_spans, 1)?[..] {
+            [] => Some(&[][..]),
+            [one] => Some(one),
+            _ => None,
+        };
+        let mut spans = Vec::new();
+        for scope_spans in repeated_len_field(resource_spans, 2)? {
+            spans.extend(repeated_len_field(scope_spans, 2)?);
         }
-        out.push((resource.filter(|_| count <= 1), spans));
-    }
-    Some(out)
-}
-
-/// The length-delimited values of field `tag` at the top level of `bytes`, in order.
-fn fields(bytes: &[u8], tag: u32) -> Option<Vec<&[u8]>> {
-    let mut r = Reader::new(bytes);
-    let mut out = Vec::new();
-    while !r.done() {
-        match r.key()? {
-            (t, 2) if t == tag => out.push(r.bytes()?),
-            (_, wire) => r.skip(wire)?,
-        }
+        out.push((resource, spans));
     }
     Some(out)
 }
