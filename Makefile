@@ -93,6 +93,9 @@ test-rust:
 
 .PHONY: test-fast ## pytest only (inner loop)
 test-fast:
+	@# A full disk fails client builds and pytest itself without saying so (a CI run once
+	@# ended in an INTERNALERROR): the log says how much was free.
+	@df -h . $${TMPDIR:-/tmp} | awk 'NR > 1 {print "test-fast: " $$4 " free on " $$6}'
 	$(BIN)/pytest -q
 
 .PHONY: test ## install, lint, typecheck, Rust tests, pytest: the README and CI command
