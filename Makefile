@@ -119,7 +119,9 @@ bench-scale:
 
 .PHONY: deps-system ## system packages the tests need (headless Chromium for the report test)
 deps-system:
-	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	@# apt-get clean: the downloaded packages only cost disk (a CI run once filled it).
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium \
+		&& apt-get clean; }
 
 GRPCURL_VERSION ?= latest
 .PHONY: deps-test ## what the tests use beyond the venv, installed before pytest (not inside a test's timeout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from trajgrade.importers.otlp import EventRecord
@@ -152,21 +152,20 @@ class Assembler:
         self._tick(now)
         touched: dict[str, Run] = {}
         accepted = 0
-        # A request's spans come grouped by trace: the run of the previous span's trace is
-        # taken again without the late and run lookups (not with group_by, whose attribute
-        # may move a trace to another run; not once a cap may have closed the run).
-        last_trace, last_run = "", None
-        for span in spans:
-            if span.trace_id == last_trace and last_run is not None and not last_run.completion:
-                run: Run | None = last_run
-                taken = self._take(span, last_run, now, out)
-            else:
+        if self.config.group_by is None:
+            # A request's spans come grouped by trace: each trace's spans are taken at once
+            # (not with group_by, whose attribute may move a trace to another run).
+            for group in _by_trace(spans):
+                run, taken = self._add_group(group, now, out)
+                accepted += taken
+                if run is not None:
+                    touched[run.key] = run
+        else:
+            for span in spans:
                 run, taken = self._add_span(span, now, out)
-                last_trace = span.trace_id
-                last_run = run if self.config.group_by is None else None
-            accepted += taken
-            if run is not None:
-                touched[run.key] = run
+                accepted += taken
+                if run is not None:
+                    touched[run.key] = run
         if accepted:
             out.count(ACCEPTED, accepted)
         for key, run in touched.items():
@@ -200,6 +199,72 @@ class Assembler:
                 self._arm(run)
                 out.open_touched.append(run)
         return out
+
+    def _add_group(
+        self, group: list[LiveSpan], now: float, out: AddOutcome
+    ) -> tuple[Run | None, int]:
+        """The spans of one trace, in a row of one request (no group_by): taken together when
+        none is a duplicate and no cap is near, else one by one (the same outcome)."""
+        trace_id = group[0].trace_id
+        key = self._key_of_trace.get(trace_id)
+        run = None if key is None else self._open[key]
+        if run is None:
+            if len(group) == 1 or self._graded.key_of(trace_id) is not None:
+                return self._add_each(group, now, out)  # late spans, counted one by one
+            run = self._run_for(trace_id, None, now, out)
+            if run is None:
+                out.count(REFUSED_OPEN_TRACES, len(group))
+                return None, 0
+        config = self.config
+        size = 0
+        for record in group:
+            size += record.size
+        keys = {(trace_id, record.span_id) for record in group}
+        if (
+            len(keys) < len(group)
+            or not run.seen.isdisjoint(keys)
+            or len(run.spans) + len(group) > config.max_spans_per_trace
+            or self.bytes_held + size > config.max_bytes
+        ):
+            return self._add_each(group, now, out)
+        order = self._arrivals
+        for record in group:
+            order += 1
+            record.order = order
+            if record.ends_run:
+                run.ended = True
+            if record.is_root:
+                run.rooted.add(trace_id)
+        self._arrivals = order
+        run.spans += group
+        run.seen |= keys
+        run.size += size
+        self.bytes_held += size
+        run.last_seen = now
+        run.version += len(group)
+        if not run.service:
+            for record in group:
+                service = record.resource.get("service.name")
+                if isinstance(service, str) and service:
+                    run.service = service
+                    break
+        return run, len(group)
+
+    def _add_each(
+        self, group: list[LiveSpan], now: float, out: AddOutcome
+    ) -> tuple[Run | None, int]:
+        """The spans of one trace one by one: the run of the first is taken again for the
+        rest, without the late and run lookups, unless a cap closed it meanwhile."""
+        run, taken = self._add_span(group[0], now, out)
+        last = run
+        for record in group[1:]:
+            if run is not None and not run.completion:
+                taken += self._take(record, run, now, out)
+            else:
+                run, more = self._add_span(record, now, out)
+                taken += more
+            last = run or last
+        return last, taken
 
     def _add_span(self, record: LiveSpan, now: float, out: AddOutcome) -> tuple[Run | None, int]:
         """A span's run (None: late, or refused by the open-runs cap), and 1 if it was taken."""
@@ -366,3 +431,18 @@ class Assembler:
             self._key_of_trace.pop(trace_id, None)
             self._graded.remember(trace_id, key, self._now)
         return run
+
+
+def _by_trace(spans: Iterable[LiveSpan]) -> Iterator[list[LiveSpan]]:
+    """The spans in rows of one trace id each, in their order."""
+    group: list[LiveSpan] = []
+    trace_id = None
+    for span in spans:
+        if span.trace_id != trace_id:
+            if group:
+                yield group
+            group, trace_id = [span], span.trace_id
+        else:
+            group.append(span)
+    if group:
+        yield group
