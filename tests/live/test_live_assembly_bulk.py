@@ -62,6 +62,9 @@ def _spans(request: list[tuple[str, str, bool, bool, int, str]]) -> list[LiveSpa
 
 
 def _run(run: Run) -> tuple[Any, ...]:
+    # Without group_by a run's spans are held in arrival order: the mapping takes them so.
+    assert run.in_order
+    assert [s.order for s in run.spans] == sorted(s.order for s in run.spans)
     return (
         run.key,
         [(s.trace_id, s.span_id, s.order) for s in run.spans],

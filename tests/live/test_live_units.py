@@ -82,6 +82,19 @@ def test_group_by_merges_traces_whose_attribute_comes_later() -> None:
     assert (run.key, run.completion, run.cut_off) == ("s1", SETTLED, False)
     assert sorted(s.span_id for s in run.spans) == ["0", "1", "9"]
     assert run.trace_ids == ["a", "b"]
+    # Renamed, not merged: still held in arrival order (the mapping's input is not sorted).
+    assert run.in_order and [s.order for s in run.spans] == [1, 2, 3]
+
+
+def test_a_run_merged_by_group_by_is_sorted_for_the_mapping() -> None:
+    assembler = Assembler(AssemblyConfig(group_by="session.id", settle_s=1.0, idle_timeout_s=10.0))
+    assembler.add_spans([span("a", "0", attrs={"session.id": "s1"})], now=0.0)
+    assembler.add_spans([span("b", "1", parent="0")], now=0.1)  # b's session not known yet
+    assembler.add_spans([span("a", "2", parent="0")], now=0.2)
+    assembler.add_spans([span("b", "0", attrs={"session.id": "s1"})], now=0.3)  # b joins s1
+    (run,) = assembler.due(now=20.0)
+    assert [(s.trace_id, s.order) for s in run.spans] == [("a", 1), ("a", 3), ("b", 2), ("b", 4)]
+    assert not run.in_order  # so _parts sorts them into arrival order
 
 
 def test_a_span_with_a_remote_parent_is_a_root() -> None:

@@ -75,11 +75,14 @@ class Run:
     early_checked: int = -1
     early_at: float = float("-inf")  # when its last check was taken (loop time)
     early_sent: set[tuple[str, int]] = field(default_factory=set)
+    # Spans and events held in arrival order: always, until _regroup merges two runs (the
+    # mapping's input is then sorted by `order`).
+    in_order: bool = True
 
     @property
     def complete_when_quiet(self) -> bool:
         """Every trace of the run has its root: the settle time, not the idle timeout, runs."""
-        return bool(self.trace_ids) and all(t in self.rooted for t in self.trace_ids)
+        return bool(self.trace_ids) and self.rooted.issuperset(self.trace_ids)
 
     @property
     def cut_off(self) -> bool:
@@ -367,6 +370,7 @@ class Assembler:
             run.trace_ids.append(trace_id)
             run.service = run.service or provisional.service
             run.early_sent |= provisional.early_sent
+            run.in_order = False
         self._key_of_trace[trace_id] = group
         run.version += 1
         return run

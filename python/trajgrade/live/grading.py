@@ -819,7 +819,9 @@ class LiveGrader:
             return []
         self.metrics.early_checks.inc()
         group_by = self.settings.live_group_by
-        (payload,) = _core.map_otlp_runs([_parts(check.spans, check.events)], group_by)
+        # The run's flag only goes from in order to not: read now, it holds for the copy.
+        parts = _parts(check.spans, check.events, run.in_order)
+        (payload,) = _core.map_otlp_runs([parts], group_by)
         if isinstance(payload, str):
             raise ValueError(payload)  # logged by _check_early
         if payload is None:
@@ -853,7 +855,8 @@ class LiveGrader:
         out: list[list[LiveResult] | str] = ["unrouted"] * len(runs)
         routed = [(i, refs) for i, run in enumerate(runs) if (refs := routes.suites_for(run.spans))]
         mapped = _core.map_otlp_runs(
-            [_parts(runs[i].spans, runs[i].events) for i, _ in routed], self.settings.live_group_by
+            [_parts(runs[i].spans, runs[i].events, runs[i].in_order) for i, _ in routed],
+            self.settings.live_group_by,
         )
         # Per suite (by identity): the suite and the runs' indices and Trace bytes it grades.
         batches: dict[int, tuple[Any, list[int], list[bytes]]] = {}
@@ -1081,12 +1084,14 @@ def _keyed(
 
 
 def _parts(
-    spans: list[LiveSpan], events: list[EventRecord]
+    spans: list[LiveSpan], events: list[EventRecord], in_order: bool = False
 ) -> tuple[list[bytes], list[bytes], list[bytes]]:
     """A run as `_core.map_otlp_runs` reads it: its spans' resources' and spans' bytes, and its
-    events' bytes, in arrival order (the order the mapping keeps for ties)."""
-    spans = sorted(spans, key=_ORDER)
-    events = sorted(events, key=_ORDER)
+    events' bytes, in arrival order (the order the mapping keeps for ties); sorted into it
+    unless `in_order` says they are held so (Run.in_order)."""
+    if not in_order:
+        spans = sorted(spans, key=_ORDER)
+        events = sorted(events, key=_ORDER)
     return (
         [span.resource_raw for span in spans],
         [span.raw for span in spans],
