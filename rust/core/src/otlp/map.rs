@@ -952,8 +952,8 @@ pub(crate) fn trace(mut group: Group, report: &mut Report, window_ns: i128) -> p
     for at in 0..spans.len() {
         ex.span(&spans, at);
     }
-    let mut by_key: HashMap<SpanKey, usize> = HashMap::new();
-    let mut order_of_span: HashMap<&str, usize> = HashMap::new();
+    let mut by_key: HashMap<SpanKey, usize> = HashMap::with_capacity(spans.len());
+    let mut order_of_span: HashMap<&str, usize> = HashMap::with_capacity(spans.len());
     for (i, span) in spans.iter().enumerate() {
         by_key.insert(span.key(), i);
         order_of_span.insert(&span.span_id, span.order);

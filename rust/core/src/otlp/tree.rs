@@ -31,42 +31,71 @@ pub(crate) fn agent_name(span: &SpanRecord) -> Option<String> {
     None
 }
 
+/// Whether a node's walk up has been made, and the innermost agent it found (`None`: the
+/// node runs under no agent).
+#[derive(Clone, Copy, PartialEq)]
+enum Walked {
+    No,
+    Under(Option<usize>),
+}
+
+impl Walked {
+    fn agent(self) -> Option<usize> {
+        match self {
+            Walked::No => None,
+            Walked::Under(agent) => agent,
+        }
+    }
+}
+
 /// Parent links and agent paths of the spans of one group, by span key.
 ///
 /// A parent id that names no span of the group ends the walk up, as does a cycle: every walk
-/// is bounded by the span count. A key exported twice is read from its last span.
+/// is bounded by the span count. A key exported twice is read from its last span (its node).
+/// Inside, spans and nodes are indices into the group's spans: a key is cloned twice a span
+/// (`keys`, `node_of`), not at every step of every walk.
 pub(crate) struct SpanTree {
-    parent_of: HashMap<SpanKey, SpanKey>,
+    /// Each span's key, by its index in the spans given to `new`.
+    keys: Vec<SpanKey>,
+    /// Each key's node: the index of its last span.
+    node_of: HashMap<SpanKey, usize>,
+    /// By node: the parent's node, when the parent id names a span of the group.
+    parent: Vec<Option<usize>>,
     /// Agents: (name, outer agent); chains share their outer part.
     agents: Vec<(String, Option<usize>)>,
-    agent_of_key: HashMap<SpanKey, Option<usize>>,
+    /// By node: the innermost agent it runs under, once its walk has reached it.
+    agent_of: Vec<Walked>,
     paths: std::cell::RefCell<HashMap<usize, String>>,
 }
 
 impl SpanTree {
     pub(crate) fn new(spans: &[SpanRecord]) -> SpanTree {
-        let mut by_key: HashMap<SpanKey, usize> = HashMap::with_capacity(spans.len());
+        let n = spans.len();
+        let mut borrowed: HashMap<(&str, &str), usize> = HashMap::with_capacity(n);
         for (i, s) in spans.iter().enumerate() {
-            by_key.insert(s.key(), i);
+            borrowed.insert((s.trace_id.as_str(), s.span_id.as_str()), i);
         }
-        let mut parent_of = HashMap::with_capacity(spans.len());
-        for (key, &i) in &by_key {
-            let s = &spans[i];
+        let node_of_span: Vec<usize> =
+            spans.iter().map(|s| borrowed[&(s.trace_id.as_str(), s.span_id.as_str())]).collect();
+        let mut parent = vec![None; n];
+        for (&(trace_id, _), &node) in &borrowed {
+            let s = &spans[node];
             if !s.parent.is_empty() {
-                let parent = (s.trace_id.clone(), s.parent.clone());
-                if by_key.contains_key(&parent) {
-                    parent_of.insert(key.clone(), parent);
-                }
+                parent[node] = borrowed.get(&(trace_id, s.parent.as_str())).copied();
             }
         }
+        let keys: Vec<SpanKey> = spans.iter().map(SpanRecord::key).collect();
+        let node_of = borrowed.iter().map(|(_, &node)| (keys[node].clone(), node)).collect();
         let mut tree = SpanTree {
-            parent_of,
+            keys,
+            node_of,
+            parent,
             agents: Vec::new(),
-            agent_of_key: HashMap::new(),
+            agent_of: vec![Walked::No; n],
             paths: std::cell::RefCell::default(),
         };
-        for i in 0..spans.len() {
-            tree.agent_of(spans, &by_key, i);
+        for i in 0..n {
+            tree.agent_of(spans, &node_of_span, i);
         }
         tree
     }
@@ -74,14 +103,17 @@ impl SpanTree {
     /// The keys of a span's ancestors in the group, nearest first (a cycle stops the walk).
     pub(crate) fn ancestors(&self, key: &SpanKey) -> Vec<&SpanKey> {
         let mut out: Vec<&SpanKey> = Vec::new();
-        let mut seen: HashSet<&SpanKey> = [key].into_iter().collect();
-        let mut current = self.parent_of.get(key);
+        let Some(&node) = self.node_of.get(key) else {
+            return out;
+        };
+        let mut seen: HashSet<usize> = [node].into_iter().collect();
+        let mut current = self.parent[node];
         while let Some(at) = current {
             if !seen.insert(at) {
                 break;
             }
-            out.push(at);
-            current = self.parent_of.get(at);
+            out.push(&self.keys[at]);
+            current = self.parent[at];
         }
         out
     }
@@ -91,7 +123,8 @@ impl SpanTree {
     /// The outermost agent span is the root agent (SPEC §10: `""`); each agent span below it
     /// adds its name; two nested spans of one agent name count once.
     pub(crate) fn agent(&self, key: &SpanKey) -> String {
-        let Some(Some(innermost)) = self.agent_of_key.get(key).copied() else {
+        let innermost = self.node_of.get(key).and_then(|&node| self.agent_of[node].agent());
+        let Some(innermost) = innermost else {
             return String::new();
         };
         if let Some(path) = self.paths.borrow().get(&innermost) {
@@ -110,21 +143,24 @@ impl SpanTree {
         path
     }
 
-    fn agent_of(&mut self, spans: &[SpanRecord], by_key: &HashMap<SpanKey, usize>, start: usize) {
+    /// The agents of the walk up from span `start` (its key's parents), innermost last: each
+    /// node on the way gets the innermost agent it runs under. The start span itself may be
+    /// an earlier export of its key; its own name counts, its key's parent is followed.
+    fn agent_of(&mut self, spans: &[SpanRecord], node_of_span: &[usize], start: usize) {
         let mut pending: Vec<usize> = Vec::new();
-        let mut seen: HashSet<SpanKey> = HashSet::new();
+        let mut seen: HashSet<usize> = HashSet::new();
         let mut current = Some(start);
         while let Some(at) = current {
-            let key = spans[at].key();
-            if self.agent_of_key.contains_key(&key) || seen.contains(&key) {
+            let node = node_of_span[at];
+            if self.agent_of[node] != Walked::No || seen.contains(&node) {
                 break;
             }
             pending.push(at);
-            current = self.parent_of.get(&key).map(|p| by_key[p]);
-            seen.insert(key);
+            current = self.parent[node];
+            seen.insert(node);
         }
         let mut agent: Option<usize> = match current {
-            Some(at) => self.agent_of_key.get(&spans[at].key()).copied().flatten(),
+            Some(at) => self.agent_of[node_of_span[at]].agent(),
             None => None,
         };
         for &item in pending.iter().rev() {
@@ -134,7 +170,7 @@ impl SpanTree {
                     agent = Some(self.agents.len() - 1);
                 }
             }
-            self.agent_of_key.insert(spans[item].key(), agent);
+            self.agent_of[node_of_span[item]] = Walked::Under(agent);
         }
     }
 }
