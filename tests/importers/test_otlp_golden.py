@@ -15,8 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from trajgrade import _core
 from trajgrade.importers import otlp
 from trajgrade.importers.report import ImportReport
-from trajgrade.live.assembly import Run
+from trajgrade.live.assembly import Run, span_rows
 from trajgrade.live.grading import _incoming, _parts
+from trajgrade.live.records import picked
 
 FILES = sorted(otlp_golden.GOLDEN_DIR.glob("*.json"))
 RANDOM = [
@@ -61,7 +62,7 @@ def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> No
     the Trace that map_otlp gives the requests of its own spans and events."""
     for seed in range(60):
         requests, logs = otlp_random.requests(seed)
-        spans = [s for r in requests for s in _incoming(r.SerializeToString(), [])]
+        spans = [s for r in requests for s in _incoming(r.SerializeToString(), [])[0]]
         events = [e for r in logs for e in otlp.event_records(r, ImportReport())]
         runs: dict[str, Run] = {}
         for order, span in enumerate(spans):
@@ -95,3 +96,46 @@ def test_live_runs_map_in_one_call_as_each_run_alone(group_by: str | None) -> No
     assert _core.map_otlp_runs([]) == []
     malformed = _core.map_otlp_runs([([b""], [b"\x0a\xff"], [])])
     assert len(malformed) == 1 and "traces" in str(malformed[0])
+
+
+def test_live_intake_spans_and_rows_are_the_exports() -> None:
+    """_core.otlp_spans (the live receiver's intake) against the export decoded here: each
+    span's ids, flags, marker, bytes and keyed attributes (the core's strings, or the
+    importer's conversion through `convert` when a key holds another type), one dict per
+    resource, and the rows assembly takes (assembly's own span_rows over the same spans)."""
+    keys = ["service.name", "session.id", "gen_ai.agent.name"]
+    converted = 0
+    for seed in range(60):
+        requests, _ = otlp_random.requests(seed)
+        for request in requests:
+            spans, rows = _incoming(request.SerializeToString(), keys)
+            assert rows == span_rows(spans)
+            assert [s for row in rows for s in spans[row[1] : row[2]]] == spans
+            decoded = [
+                (resource_spans.resource, span)
+                for resource_spans in request.resource_spans
+                for scope_spans in resource_spans.scope_spans
+                for span in scope_spans.spans
+            ]
+            assert len(spans) == len(decoded)
+            for got, (resource, span) in zip(spans, decoded, strict=True):
+                assert (got.trace_id, got.span_id, got.parent) == (
+                    span.trace_id.hex(),
+                    span.span_id.hex(),
+                    span.parent_span_id.hex(),
+                )
+                assert (got.start, got.flags, got.size) == (
+                    span.start_time_unix_nano,
+                    span.flags,
+                    span.ByteSize(),
+                )
+                assert got.raw == span.SerializeToString()
+                assert got.resource_raw == resource.SerializeToString()
+                assert got.attrs == picked(span.attributes, keys)
+                assert got.resource == picked(resource.attributes, keys)
+                assert got.is_root == (not span.parent_span_id)
+                assert got.key == (got.trace_id, got.span_id) and got.keys == set(keys)
+                converted += any(not isinstance(v, str) for v in got.attrs.values())
+            # One dict per resource, shared by its spans.
+            assert len({id(s.resource) for s in spans}) == len(request.resource_spans)
+    assert converted > 0  # the conversion path ran

@@ -18,6 +18,7 @@ from trajgrade.live.assembly import (
     SETTLED,
     Assembler,
     AssemblyConfig,
+    span_rows,
 )
 from trajgrade.live.graded import FORGOT_CAP, FORGOT_WINDOW, GradedIds
 from trajgrade.live.grading import LiveResult, _incoming
@@ -54,7 +55,12 @@ def test_otlp_flags_default_env_and_checks() -> None:
 
 
 def span(
-    trace: str, span_id: str, *, parent: str = "", attrs: dict[str, object] | None = None
+    trace: str,
+    span_id: str,
+    *,
+    parent: str = "",
+    attrs: dict[str, object] | None = None,
+    flags: int = 0,
 ) -> LiveSpan:
     return LiveSpan(
         trace_id=trace,
@@ -67,6 +73,7 @@ def span(
         resource_raw=b"",
         keys=frozenset(),
         size=100,
+        flags=flags,
     )
 
 
@@ -99,12 +106,11 @@ def test_a_run_merged_by_group_by_is_sorted_for_the_mapping() -> None:
 
 def test_a_span_with_a_remote_parent_is_a_root() -> None:
     assembler = Assembler(AssemblyConfig(settle_s=1.0, idle_timeout_s=50.0))
-    remote = span("a", "1", parent="77")
-    remote.flags = 0x300  # HAS_IS_REMOTE | IS_REMOTE: the parent is in another service
+    # HAS_IS_REMOTE | IS_REMOTE: the parent is in another service.
+    remote = span("a", "1", parent="77", flags=0x300)
     assembler.add_spans([remote], now=0.0)
     assert assembler.next_deadline() == 1.0
-    local = span("b", "1", parent="77")
-    local.flags = 0x100  # the parent is known to be local: not a root
+    local = span("b", "1", parent="77", flags=0x100)  # the parent is local: not a root
     assembler.add_spans([local], now=0.0)
     (run,) = assembler.due(now=1.0)
     assert run.key == "a"
@@ -373,7 +379,7 @@ def test_intake_decodes_heads_and_keyed_attributes_in_the_core() -> None:
     marker = child.attributes.add()
     marker.key, marker.value.bool_value = "trajgrade.run.end", False
 
-    first, second = _incoming(request.SerializeToString(), ["route", "service.name"])
+    (first, second), rows = _incoming(request.SerializeToString(), ["route", "service.name"])
     assert (first.trace_id, first.span_id, first.parent) == (
         "01" * 16,
         "02" * 8,
@@ -394,6 +400,12 @@ def test_intake_decodes_heads_and_keyed_attributes_in_the_core() -> None:
     # A non-string value: the importer's conversion (an int stays an int, for str() and globs).
     assert second.attrs == {"route": 7}
     assert (second.parent, second.ends_run, second.is_root) == ("02" * 8, False, False)
+    assert first.key == ("01" * 16, "02" * 8) and first.keys == {"route", "service.name"}
+    # One row: both spans are of one trace (its size, marker, root, keys and service at once).
+    assert rows == [
+        ("01" * 16, 0, 2, first.size + second.size, True, True, {first.key, second.key}, "svc")
+    ]
+    assert rows == span_rows([first, second])
     with pytest.raises(ValueError, match="traces"):
         _incoming(b"\x0a\xff", ["route"])
 

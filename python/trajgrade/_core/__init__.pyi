@@ -29,6 +29,7 @@ __all__ = [
     "LazyGradeResult",
     "LimitExceededError",
     "Limits",
+    "LiveSpan",
     "OtlpExport",
     "OtlpGrpcTransport",
     "ParquetBatches",
@@ -420,18 +421,85 @@ def map_otlp_runs(
     (as `map_otlp` of one request of its spans and one of its events), None when nothing maps,
     or the mapping's error message (that run only)."""
 
+# A row of spans of one trace in an export: (trace id, first, end, encoded size, one ends the
+# run, one is a root, their keys, the first non-empty string service.name of their resources
+# or "").
+SpanRow: TypeAlias = tuple[str, int, int, int, bool, bool, set[tuple[str, str]], str]
+
 def otlp_spans(
-    request: bytes, keys: Sequence[str]
-) -> tuple[
-    list[tuple[bytes, tuple[tuple[str, str], ...] | None]],
-    list[tuple[str, str, str, int, int, bool, int, bytes, int, tuple[tuple[str, str], ...] | None]],
-]:
-    """One OTLP `ExportTraceServiceRequest` as the live receiver's assembly reads it:
-    ([(resource bytes, keyed)], [(trace id, span id, parent span id (hex), start, flags, ends
-    the run, encoded size, span bytes, resource index, keyed)]), where keyed is the string
-    values of `keys` as (key, value) pairs (a repeated key: its last; `()` when none is
-    there) or None when one holds another type. The spans of one trace share one trace id
-    string. A malformed request raises ValueError."""
+    request: bytes,
+    keys: Sequence[str],
+    taken: frozenset[str],
+    convert: Callable[[bytes, bool], dict[str, Any]],
+) -> tuple[list[LiveSpan], list[SpanRow]]:
+    """One OTLP `ExportTraceServiceRequest` as the live receiver's assembly holds it: its
+    spans (request order) and their rows, one per run of consecutive spans of one trace
+    (`spans[first:end]`). Each span holds the values of `keys` among its attributes and its
+    resource's (the string values read by the core; when a key holds another type,
+    `convert(raw, is_resource)` reads them: the importer's conversion), `taken` as its keys,
+    one dict per resource shared by its spans, one empty dict shared by the spans holding
+    none. A malformed request raises ValueError, before any span is made."""
+
+@final
+class LiveSpan:
+    """What the live receiver holds of one span until its run completes (live/records.py):
+    made by `otlp_spans`, or by hand (tests). Not tracked by the cyclic GC."""
+
+    def __init__(
+        self,
+        trace_id: str,
+        span_id: str,
+        parent: str,
+        start: int,
+        attrs: dict[str, Any],
+        resource: dict[str, Any],
+        raw: bytes,
+        resource_raw: bytes,
+        keys: frozenset[str],
+        order: int = 0,
+        size: int = 0,
+        ends_run: bool = False,
+        flags: int = 0,
+    ) -> None: ...
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def span_id(self) -> str: ...
+    @property
+    def parent(self) -> str:
+        """The parent span id (hex), "" for a root."""
+    @property
+    def start(self) -> int:
+        """Start time, unix ns."""
+    attrs: dict[str, Any]
+    """The values of `keys` among the span's attributes."""
+    resource: dict[str, Any]
+    """The values of `keys` among its resource's attributes (shared by its spans)."""
+    @property
+    def raw(self) -> bytes:
+        """The span's protobuf bytes (what the mapping reads)."""
+    @property
+    def resource_raw(self) -> bytes:
+        """Its resource's protobuf bytes."""
+    keys: frozenset[str]
+    """The attribute keys `attrs` and `resource` were read for."""
+    order: int
+    """Arrival order, set by assembly."""
+    @property
+    def size(self) -> int:
+        """The encoded size (the bytes cap counts it)."""
+    @property
+    def ends_run(self) -> bool:
+        """It carries the end-of-run marker."""
+    @property
+    def flags(self) -> int:
+        """Its OTLP flags."""
+    @property
+    def key(self) -> tuple[str, str]:
+        """(trace id, span id)."""
+    @property
+    def is_root(self) -> bool:
+        """No parent, or a remote parent (a run inside a request from another service)."""
 
 @final
 class OtlpExport:

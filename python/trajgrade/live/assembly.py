@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trajgrade.importers.otlp import EventRecord
 from trajgrade.live.graded import GradedIds
-from trajgrade.live.records import LiveSpan
+from trajgrade.live.records import LiveSpan, SpanRow
 
 # Why a run was taken as complete. Only SETTLED and END_MARKER are whole runs.
 SETTLED = "settled"
@@ -148,18 +148,21 @@ class Assembler:
         forgotten.clear()
         return out
 
-    def add_spans(self, spans: Iterable[LiveSpan], now: float) -> AddOutcome:
-        """Take the spans of one request; returns what became of them, and the runs that an
-        end marker or a cap completed."""
+    def add_spans(
+        self, spans: list[LiveSpan], now: float, rows: list[SpanRow] | None = None
+    ) -> AddOutcome:
+        """Take the spans of one request (and their rows, as `_core.otlp_spans` gives them:
+        made here when not given); returns what became of them, and the runs that an end
+        marker or a cap completed."""
         out = AddOutcome()
         self._tick(now)
         touched: dict[str, Run] = {}
         accepted = 0
         if self.config.group_by is None:
-            # A request's spans come grouped by trace: each trace's spans are taken at once
-            # (not with group_by, whose attribute may move a trace to another run).
-            for group in _by_trace(spans):
-                run, taken = self._add_group(group, now, out)
+            # A request's spans come grouped by trace: each row of one trace's spans is taken
+            # at once (not with group_by, whose attribute may move a trace to another run).
+            for row in span_rows(spans) if rows is None else rows:
+                run, taken = self._add_group(spans, row, now, out)
                 accepted += taken
                 if run is not None:
                     touched[run.key] = run
@@ -204,11 +207,12 @@ class Assembler:
         return out
 
     def _add_group(
-        self, group: list[LiveSpan], now: float, out: AddOutcome
+        self, spans: list[LiveSpan], row: SpanRow, now: float, out: AddOutcome
     ) -> tuple[Run | None, int]:
-        """The spans of one trace, in a row of one request (no group_by): taken together when
+        """The spans of one trace in a row of one request (no group_by): taken together when
         none is a duplicate and no cap is near, else one by one (the same outcome)."""
-        trace_id = group[0].trace_id
+        trace_id, first, end, size, ends, rooted, keys, service = row
+        group = spans[first:end]
         key = self._key_of_trace.get(trace_id)
         run = None if key is None else self._open[key]
         if run is None:
@@ -219,10 +223,6 @@ class Assembler:
                 out.count(REFUSED_OPEN_TRACES, len(group))
                 return None, 0
         config = self.config
-        size = 0
-        for record in group:
-            size += record.size
-        keys = {(trace_id, record.span_id) for record in group}
         if (
             len(keys) < len(group)
             or not run.seen.isdisjoint(keys)
@@ -234,11 +234,11 @@ class Assembler:
         for record in group:
             order += 1
             record.order = order
-            if record.ends_run:
-                run.ended = True
-            if record.is_root:
-                run.rooted.add(trace_id)
         self._arrivals = order
+        if ends:
+            run.ended = True
+        if rooted:
+            run.rooted.add(trace_id)
         run.spans += group
         run.seen |= keys
         run.size += size
@@ -246,11 +246,7 @@ class Assembler:
         run.last_seen = now
         run.version += len(group)
         if not run.service:
-            for record in group:
-                service = record.resource.get("service.name")
-                if isinstance(service, str) and service:
-                    run.service = service
-                    break
+            run.service = service
         return run, len(group)
 
     def _add_each(
@@ -287,7 +283,7 @@ class Assembler:
     def _take(self, record: LiveSpan, run: Run, now: float, out: AddOutcome) -> int:
         """Add a span to its open run unless it is a duplicate or over a cap: 1 if taken."""
         config = self.config
-        key = (record.trace_id, record.span_id)
+        key = record.key
         if key in run.seen:
             out.count(DUPLICATE)  # an exporter's retry: the span is already held
             return 0
@@ -437,16 +433,21 @@ class Assembler:
         return run
 
 
-def _by_trace(spans: Iterable[LiveSpan]) -> Iterator[list[LiveSpan]]:
-    """The spans in rows of one trace id each, in their order."""
-    group: list[LiveSpan] = []
-    trace_id = None
-    for span in spans:
-        if span.trace_id != trace_id:
-            if group:
-                yield group
-            group, trace_id = [span], span.trace_id
-        else:
-            group.append(span)
-    if group:
-        yield group
+def span_rows(spans: list[LiveSpan]) -> list[SpanRow]:
+    """The rows of a request's spans as `_core.otlp_spans` makes them: per run of consecutive
+    spans of one trace, (trace id, first, end, encoded size, one ends the run, one is a root,
+    their keys, the first non-empty string service.name of their resources or "")."""
+    rows: list[SpanRow] = []
+    for at, span in enumerate(spans):
+        if not rows or rows[-1][0] != span.trace_id:
+            rows.append((span.trace_id, at, at, 0, False, False, set(), ""))
+        trace_id, first, _, size, ends, rooted, keys, service = rows[-1]
+        keys.add(span.key)
+        if not service:
+            name = span.resource.get("service.name")
+            service = name if isinstance(name, str) else ""
+        rows[-1] = (
+            trace_id, first, at + 1, size + span.size, ends or span.ends_run,
+            rooted or span.is_root, keys, service,
+        )  # fmt: skip
+    return rows

@@ -36,7 +36,7 @@ from trajgrade.live import early, timing
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, Run
 from trajgrade.live.deadline import LoopDeadline
 from trajgrade.live.early import EarlySuite, EarlySuites
-from trajgrade.live.records import LiveSpan, picked
+from trajgrade.live.records import LiveSpan, SpanRow, picked
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink, SinkWriter
 from trajgrade.live.watch import Published, WatchHub
@@ -475,8 +475,8 @@ class LiveGrader:
     def export_traces(self, request: bytes) -> ExportTracePartialSuccess:
         """Take one traces export (protobuf bytes); the partial success names what was not
         accepted. Malformed bytes raise ValueError, before anything is taken."""
-        spans = _incoming(request, self._keys())
-        outcome = self.assembler.add_spans(spans, time.monotonic())
+        spans, rows = _incoming(request, self._keys())
+        outcome = self.assembler.add_spans(spans, time.monotonic(), rows)
         self._after(outcome)
         rejected = outcome.rejected + outcome.late
         if not rejected:
@@ -1047,40 +1047,18 @@ def _left(deadline: float | None, margin: float) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0) + margin
 
 
-def _incoming(request: bytes, keys: list[str]) -> list[LiveSpan]:
-    """The spans of one traces export request (protobuf bytes) as assembly reads them, decoded
-    in the core: ids, flags, the end-of-run marker, the bytes the core maps at completion, and
-    of the attributes only `keys` (routing, grouping, the service name)."""
-    resources, heads = _core.otlp_spans(request, keys)
-    taken = frozenset(keys)
-    # One dict per resource, shared by its spans (routes read each resource once).
-    held = [(raw, _keyed(keyed, raw, Resource, keys)) for raw, keyed in resources]
-    out = []
-    for trace_id, span_id, parent, start, flags, ends, size, raw, index, keyed in heads:
-        resource_raw, resource = held[index]
-        # Most spans hold none of the keys: one shared empty dict (never written to; a
-        # routes reload replaces a span's dict, see records.with_keys).
-        attrs = _NO_ATTRS if keyed == () else _keyed(keyed, raw, OtlpSpan, keys)
-        # Positional (the fields' order): a few microseconds a span fewer than keywords.
-        record = LiveSpan(
-            trace_id, span_id, parent, start, attrs, resource, raw, resource_raw, taken, 0,
-            size, ends, flags,
-        )  # fmt: skip
-        out.append(record)
-    return out
+def _incoming(request: bytes, keys: list[str]) -> tuple[list[LiveSpan], list[SpanRow]]:
+    """The spans of one traces export request (protobuf bytes) as assembly holds them, and
+    their rows (the spans of one trace in a row), made in the core: ids, flags, the end-of-run
+    marker, the bytes the core maps at completion, and of the attributes only `keys` (routing,
+    grouping, the service name)."""
 
+    def convert(raw: bytes, resource: bool) -> dict[str, Any]:
+        # A key holds another type than a string (rare: routing keys are strings): the
+        # importer's conversion of the attributes, decoded here.
+        return picked((Resource if resource else OtlpSpan).FromString(raw).attributes, keys)
 
-_NO_ATTRS: dict[str, Any] = {}
-
-
-def _keyed(
-    keyed: tuple[tuple[str, str], ...] | None, raw: bytes, message: Any, keys: list[str]
-) -> dict[str, Any]:
-    """The keys' values: the core's strings, or (a key holds another type) the importer's
-    conversion of the attributes, decoded here (rare: routing keys are strings)."""
-    if keyed is not None:
-        return dict(keyed)
-    return picked(message.FromString(raw).attributes, keys)
+    return _core.otlp_spans(request, keys, frozenset(keys), convert)
 
 
 def _parts(

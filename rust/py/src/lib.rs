@@ -11,6 +11,7 @@ mod errors;
 mod grader;
 mod jsonl;
 mod lazy_result;
+mod live_span;
 mod otlp;
 mod otlp_receiver;
 mod parquet;
@@ -40,6 +41,8 @@ mod _core {
     };
     #[pymodule_export]
     use crate::lazy_result::LazyGradeResult;
+    #[pymodule_export]
+    use crate::live_span::LiveSpan;
     #[pymodule_export]
     use crate::otlp::{map_otlp, map_otlp_runs, otlp_spans};
     #[pymodule_export]

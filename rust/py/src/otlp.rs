@@ -2,7 +2,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyBytes, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
+
+use crate::live_span::{self, LiveSpan};
 use trajgrade_core::otlp;
 
 use crate::detach::run_detached;
@@ -39,44 +41,61 @@ pub fn map_otlp(
     ))
 }
 
-/// Keyed attribute values: `()` (the shared empty tuple) when the span holds none of the keys,
-/// the (key, value) pairs, or None when a key holds a non-string value (read in Python).
-type Keyed<'py> = Option<Bound<'py, PyTuple>>;
-/// A resource: (bytes, keyed values).
-type ResourceTuple<'py> = (Bound<'py, PyBytes>, Keyed<'py>);
-/// A span: (trace id, span id, parent span id (hex), start, flags, ends the run, encoded size,
-/// bytes, resource index, keyed values).
-type SpanTuple<'py> = (
+/// A row of spans of one trace in an export (`spans[first:end]`), with what assembly reads of
+/// them together: (trace id, first, end, encoded size, one ends the run, one is a root, their
+/// keys as a set, the first non-empty string `service.name` of their resources or "").
+type Row<'py> = (
     Bound<'py, PyString>,
-    String,
-    String,
-    u64,
-    u32,
+    usize,
+    usize,
+    usize,
     bool,
-    usize,
-    Bound<'py, PyBytes>,
-    usize,
-    Keyed<'py>,
+    bool,
+    Bound<'py, PySet>,
+    Bound<'py, PyString>,
 );
 
-fn keyed(py: Python<'_>, pairs: Option<Vec<(String, String)>>) -> PyResult<Keyed<'_>> {
-    pairs.map(|pairs| PyTuple::new(py, pairs)).transpose()
+/// Keyed string values as a dict, or (None: a key holds another type) `convert(raw, resource)`'s
+/// dict, the importer's conversion made in Python (rare: routing keys are strings).
+fn keyed_dict<'py>(
+    py: Python<'py>,
+    pairs: Option<Vec<(String, String)>>,
+    raw: &Bound<'py, PyBytes>,
+    resource: bool,
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match pairs {
+        Some(pairs) => Ok(pairs.into_py_dict(py)?.into_any()),
+        None => convert.call1((raw, resource)),
+    }
+}
+
+/// The `service.name` of a resource's dict when it is a non-empty string.
+fn service_of<'py>(resource: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyString>>> {
+    let Ok(dict) = resource.downcast::<PyDict>() else { return Ok(None) };
+    Ok(dict
+        .get_item("service.name")?
+        .and_then(|v| v.downcast_into::<PyString>().ok())
+        .filter(|s| s.to_str().is_ok_and(|s| !s.is_empty())))
 }
 
 /// Requests from this size are decoded with the interpreter released (`otlp_spans`).
 const DETACH_REQUEST_BYTES: usize = 16 * 1024;
 
-/// The spans of one `ExportTraceServiceRequest` as the live receiver's assembly reads them,
-/// and their resources, with the string values of `keys`. A malformed request raises
-/// `ValueError`. The spans of one trace share one trace id string (a request's spans come
-/// grouped by trace).
+/// The spans of one `ExportTraceServiceRequest` as the live receiver's assembly holds them
+/// (`LiveSpan`s, request order) and their rows, one per run of consecutive spans of one trace
+/// (a request's spans come grouped by trace). `keys` are the attributes read (the string
+/// values by the core, any other through `convert(raw, resource)`), `taken` the frozenset each
+/// span records them as. A malformed request raises `ValueError`, before anything is made.
 #[pyfunction]
 #[allow(clippy::needless_pass_by_value)] // pyo3 extracts the arguments as owned values
 pub fn otlp_spans<'py>(
     py: Python<'py>,
     request: &[u8],
     keys: Vec<PyBackedStr>,
-) -> PyResult<(Vec<ResourceTuple<'py>>, Vec<SpanTuple<'py>>)> {
+    taken: Bound<'py, PyAny>,
+    convert: Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyList>, Vec<Row<'py>>)> {
     let keys: Vec<&str> = keys.iter().map(|k| &k[..]).collect();
     // A large request is decoded with the interpreter released (the grading thread's Python
     // goes on meanwhile); a small one is not worth the hand-over.
@@ -85,38 +104,68 @@ pub fn otlp_spans<'py>(
     } else {
         otlp::heads::span_heads(request, &keys)
     };
-    let (resources, spans) = heads.map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let resources = resources
-        .into_iter()
-        .map(|r| Ok((PyBytes::new(py, &r.raw), keyed(py, r.keyed)?)))
-        .collect::<PyResult<_>>()?;
-    let mut last: Option<(String, Bound<'py, PyString>)> = None;
-    let spans = spans
-        .into_iter()
-        .map(|s| {
-            let trace_id = match &last {
-                Some((text, string)) if *text == s.trace_id => string.clone(),
-                _ => {
-                    let string = PyString::new(py, &s.trace_id);
-                    last = Some((s.trace_id, string.clone()));
-                    string
-                }
-            };
-            Ok((
-                trace_id,
-                s.span_id,
-                s.parent,
-                s.start,
-                s.flags,
-                s.ends_run,
-                s.size,
-                PyBytes::new(py, &s.raw),
-                s.resource,
-                keyed(py, s.keyed)?,
-            ))
-        })
-        .collect::<PyResult<_>>()?;
-    Ok((resources, spans))
+    let (resources, heads) = heads.map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // One dict per resource, shared by its spans (routes read each resource once).
+    let mut held = Vec::with_capacity(resources.len());
+    for resource in resources {
+        let raw = PyBytes::new(py, &resource.raw);
+        let dict = keyed_dict(py, resource.keyed, &raw, true, &convert)?;
+        let service = service_of(&dict)?;
+        held.push((raw, dict, service));
+    }
+    let empty = PyDict::new(py).into_any().unbind();
+    let blank = PyString::new(py, "");
+    let spans = PyList::empty(py);
+    let mut rows: Vec<Row<'py>> = Vec::new();
+    let mut last: Option<String> = None;
+    for head in heads {
+        let (resource_raw, resource, service) = &held[head.resource];
+        let new_trace = last.as_deref() != Some(head.trace_id.as_str());
+        if new_trace {
+            let trace_id = PyString::new(py, &head.trace_id);
+            let at = spans.len();
+            rows.push((trace_id, at, at, 0, false, false, PySet::empty(py)?, blank.clone()));
+            last = Some(head.trace_id);
+        }
+        let row = rows.last_mut().expect("a row is open");
+        let raw = PyBytes::new(py, &head.raw);
+        let attrs = match head.keyed {
+            Some(pairs) if pairs.is_empty() => empty.clone_ref(py),
+            pairs => keyed_dict(py, pairs, &raw, false, &convert)?.unbind(),
+        };
+        let span_id = PyString::new(py, &head.span_id);
+        let key = PyTuple::new(py, [row.0.as_any(), span_id.as_any()])?;
+        let root = live_span::is_root(&head.parent, head.flags);
+        row.2 += 1;
+        row.3 += head.size;
+        row.4 |= head.ends_run;
+        row.5 |= root;
+        row.6.add(&key)?;
+        if row.7.is(&blank) {
+            if let Some(service) = service {
+                row.7 = service.clone();
+            }
+        }
+        let span = LiveSpan {
+            trace_id: row.0.clone().unbind(),
+            span_id: span_id.unbind(),
+            parent: PyString::new(py, &head.parent).unbind(),
+            start: head.start,
+            attrs,
+            resource: resource.clone().unbind(),
+            raw: raw.unbind(),
+            resource_raw: resource_raw.clone().unbind(),
+            keys: taken.clone().unbind(),
+            order: 0,
+            size: head.size,
+            ends_run: head.ends_run,
+            flags: head.flags,
+            key: key.unbind(),
+            is_root: root,
+        };
+        spans.append(Bound::new(py, span)?)?;
+    }
+    Ok((spans, rows))
 }
 
 /// A run: its spans' resources' bytes, its spans' bytes (parallel, arrival order) and its
