@@ -64,3 +64,17 @@ def test_live_stages_smoke_run_accounts_for_the_stages(mode: list[str]) -> None:
         "sink thread: write and fsync",
     ):
         assert stage in out, out
+
+
+def test_live_intake_smoke_run_takes_every_run() -> None:
+    """bench/live_intake.py takes every span in and completes every run (it asserts the count)
+    and prints the cost per span and per run."""
+    command = [
+        sys.executable,
+        str(BENCH.with_name("live_intake.py")),
+        *("--runs", "40", "--batch", "64", "--passes", "3"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "40 runs, 200 spans in 4 exports, median of 3 passes" in done.stdout, done.stdout
+    assert "us a span" in done.stdout and "us a run" in done.stdout
