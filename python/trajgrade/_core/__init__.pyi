@@ -424,14 +424,14 @@ def map_otlp_runs(
 # A row of spans of one trace in an export: (trace id, first, end, encoded size, one ends the
 # run, one is a root, their keys, the first non-empty string service.name of their resources
 # or "").
-SpanRow: TypeAlias = tuple[str, int, int, int, bool, bool, set[tuple[str, str]], str]
+_SpanRow: TypeAlias = tuple[str, int, int, int, bool, bool, set[tuple[str, str]], str]
 
 def otlp_spans(
     request: bytes,
     keys: Sequence[str],
     taken: frozenset[str],
     convert: Callable[[bytes, bool], dict[str, Any]],
-) -> tuple[list[LiveSpan], list[SpanRow]]:
+) -> tuple[list[LiveSpan], list[_SpanRow]]:
     """One OTLP `ExportTraceServiceRequest` as the live receiver's assembly holds it: its
     spans (request order) and their rows, one per run of consecutive spans of one trace
     (`spans[first:end]`). Each span holds the values of `keys` among its attributes and its
@@ -445,8 +445,8 @@ class LiveSpan:
     """What the live receiver holds of one span until its run completes (live/records.py):
     made by `otlp_spans`, or by hand (tests). Not tracked by the cyclic GC."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         trace_id: str,
         span_id: str,
         parent: str,
@@ -460,7 +460,7 @@ class LiveSpan:
         size: int = 0,
         ends_run: bool = False,
         flags: int = 0,
-    ) -> None: ...
+    ) -> LiveSpan: ...
     @property
     def trace_id(self) -> str: ...
     @property
