@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client import CollectorRegistry
@@ -447,4 +450,76 @@ def test_core_transport_takes_tcp_addresses_only() -> None:
     try:
         assert transport.port > 0 and transport.take() == []
     finally:
+        transport.stop(0.0)
+
+
+def _span_fields(span: LiveSpan) -> tuple[object, ...]:
+    return (
+        span.trace_id, span.span_id, span.parent, span.start, span.attrs, span.resource,
+        span.raw, span.resource_raw, span.keys, span.size, span.ends_run, span.flags,
+        span.is_root, span.key,
+    )  # fmt: skip
+
+
+def test_core_transport_decodes_exports_as_they_arrive_with_the_keys_set() -> None:
+    """The core's transport decodes a traces export on its own thread with the keys last set;
+    `OtlpExport.spans` makes the spans from those heads when asked for the same keys, decodes
+    again for others (a routes reload in between), and raises for a malformed body: the same
+    spans and rows as `_core.otlp_spans` of the body in every case."""
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    attribute = resource_spans.resource.attributes.add()
+    attribute.key, attribute.value.string_value = "service.name", "svc"
+    spans = resource_spans.scope_spans.add().spans
+    root = spans.add(trace_id=b"\1" * 16, span_id=b"\2" * 8, start_time_unix_nano=5)
+    attribute = root.attributes.add()
+    attribute.key, attribute.value.int_value = "route", 7  # converted by the callback
+    spans.add(trace_id=b"\1" * 16, span_id=b"\3" * 8, parent_span_id=b"\2" * 8)
+    spans.add(trace_id=b"\4" * 16, span_id=b"\5" * 8)
+    body = request.SerializeToString()
+    converted: list[bool] = []
+
+    def convert(raw: bytes, resource: bool) -> dict[str, object]:
+        converted.append(resource)
+        return {"route": 7}
+
+    transport = _core.OtlpGrpcTransport("127.0.0.1:0", 1 << 20)
+    channel = grpc.insecure_channel(f"127.0.0.1:{transport.port}")
+    export_call = channel.unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        request_serializer=None,
+        response_deserializer=None,
+    )
+    try:
+
+        def taken(payload: bytes) -> tuple[Any, Any]:
+            call = export_call.future(payload, timeout=10)
+            deadline = time.monotonic() + 10
+            while not (exports := transport.take()):
+                assert time.monotonic() < deadline, "the export never reached the loop's side"
+                time.sleep(0.005)
+            (export,) = exports
+            return export, call
+
+        for keys in (["route", "service.name"], ["service.name"]):
+            transport.set_keys(["route", "service.name"])
+            export, call = taken(body)
+            if keys == ["route", "service.name"]:
+                # The body taken first: the spans can only come from the transport's heads.
+                assert export.body() == body
+            got, rows = export.spans(keys, frozenset(keys), convert)
+            want, want_rows = _core.otlp_spans(body, keys, frozenset(keys), convert)
+            assert [_span_fields(s) for s in got] == [_span_fields(s) for s in want]
+            assert rows == want_rows and len(rows) == 2
+            export.reply(b"")
+            assert call.result() == b""
+        assert converted == [False, False]  # the int route, once per decode that reads it
+        export, call = taken(b"\x0a\xff")
+        with pytest.raises(ValueError, match="traces"):
+            export.spans(["route"], frozenset(["route"]), convert)
+        export.fail(grpc.StatusCode.INVALID_ARGUMENT.value[0], "malformed")
+        with pytest.raises(grpc.RpcError):
+            call.result()
+    finally:
+        channel.close()
         transport.stop(0.0)

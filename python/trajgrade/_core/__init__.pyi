@@ -510,6 +510,16 @@ class OtlpExport:
         """A LogsService export (else TraceService)."""
     def body(self) -> bytes:
         """The request's protobuf bytes (taken once)."""
+    def spans(
+        self,
+        keys: Sequence[str],
+        taken: frozenset[str],
+        convert: Callable[[bytes, bool], dict[str, Any]],
+    ) -> tuple[list[LiveSpan], list[_SpanRow]]:
+        """A traces export's spans and rows, as `otlp_spans(body, keys, taken, convert)` makes
+        them: from the heads the transport decoded as the export arrived when they were read
+        for these keys (`OtlpGrpcTransport.set_keys`), else decoded now. A malformed request
+        raises ValueError."""
     def reply(self, response: bytes) -> None:
         """Answer with an encoded Export*ServiceResponse."""
     def fail(self, code: int, message: str) -> None:
@@ -549,6 +559,9 @@ class OtlpGrpcTransport:
         """Readable when exports wait (loop.add_reader)."""
     def take(self) -> list[OtlpExport]:
         """Every export waiting, in arrival order."""
+    def set_keys(self, keys: Sequence[str]) -> None:
+        """The attribute keys the loop's intake reads: traces exports are decoded with them
+        as they arrive, on the transport's thread."""
     def set_draining(self) -> None:
         """Answer new exports UNAVAILABLE without handing them over."""
     def stop(self, grace_s: float) -> None:

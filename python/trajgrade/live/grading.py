@@ -17,6 +17,7 @@ import logging
 import operator
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -332,7 +333,7 @@ class LiveGrader:
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
-        # _keys(): the routes they were made for, and the keys.
+        # intake_keys(): the routes they were made for, and the keys.
         self._keys_for: Routes | None = None
         self._keys_list: list[str] = []
         # A routes reload is compiling on the grading thread: trips go there too, after it.
@@ -472,10 +473,15 @@ class LiveGrader:
 
     # --- intake -------------------------------------------------------------------------------
 
-    def export_traces(self, request: bytes) -> ExportTracePartialSuccess:
-        """Take one traces export (protobuf bytes); the partial success names what was not
-        accepted. Malformed bytes raise ValueError, before anything is taken."""
-        spans, rows = _incoming(request, self._keys())
+    def export_traces(self, request: bytes | _core.OtlpExport) -> ExportTracePartialSuccess:
+        """Take one traces export (protobuf bytes, or the core transport's export, decoded as
+        it arrived); the partial success names what was not accepted. Malformed bytes raise
+        ValueError, before anything is taken."""
+        keys = self.intake_keys()
+        if isinstance(request, bytes):
+            spans, rows = _incoming(request, keys)
+        else:
+            spans, rows = request.spans(keys, frozenset(keys), _converter(keys))
         outcome = self.assembler.add_spans(spans, time.monotonic(), rows)
         self._after(outcome)
         rejected = outcome.rejected + outcome.late
@@ -483,9 +489,9 @@ class LiveGrader:
             return ExportTracePartialSuccess()
         return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
 
-    def _keys(self) -> list[str]:
-        """The attributes assembly and routing read of each span (made once per routes
-        load)."""
+    def intake_keys(self) -> list[str]:
+        """The attributes assembly and routing read of each span (one list per routes load:
+        the same object until the routes change)."""
         routes = self.routes.current
         if self._keys_for is not routes:
             keys = {"service.name", *routes.keys}
@@ -1052,13 +1058,17 @@ def _incoming(request: bytes, keys: list[str]) -> tuple[list[LiveSpan], list[Spa
     their rows (the spans of one trace in a row), made in the core: ids, flags, the end-of-run
     marker, the bytes the core maps at completion, and of the attributes only `keys` (routing,
     grouping, the service name)."""
+    return _core.otlp_spans(request, keys, frozenset(keys), _converter(keys))
+
+
+def _converter(keys: list[str]) -> Callable[[bytes, bool], dict[str, Any]]:
+    """How the intake reads `keys` when one holds another type than a string (rare: routing
+    keys are strings): the importer's conversion of the attributes, decoded here."""
 
     def convert(raw: bytes, resource: bool) -> dict[str, Any]:
-        # A key holds another type than a string (rare: routing keys are strings): the
-        # importer's conversion of the attributes, decoded here.
         return picked((Resource if resource else OtlpSpan).FromString(raw).attributes, keys)
 
-    return _core.otlp_spans(request, keys, frozenset(keys), convert)
+    return convert
 
 
 def _parts(

@@ -3,8 +3,9 @@ with the server's auth and TLS.
 
 On TCP the transport is the core's (`_core.OtlpGrpcTransport`, rust/py/src/otlp_receiver.rs:
 tonic on threads of its own): HTTP/2, TLS, gzip, the bearer token and draining never hold the
-interpreter, and the event loop is woken once per batch of exports to answer each one here
-with what assembly made of its spans (the OTLP partial success). On a unix socket it is
+interpreter, a traces export is decoded there as it arrives (with the intake's keys, set on
+the transport), and the event loop is woken once per batch of exports to make their spans and
+answer each one here with what assembly made of them (the OTLP partial success). On a unix socket it is
 grpc.aio's (see otlp_grpc_server)."""
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class OtlpGrpcReceiver:
         # The common case's counter child, looked up once (labels() validates and locks).
         self._traces_ok = live.metrics.exports.labels("traces", "grpc", "ok")
         self._draining = False
+        # The intake's keys last handed to the transport (it decodes exports with them).
+        self._keys_sent: list[str] | None = None
 
     @property
     def draining(self) -> bool:
@@ -63,8 +66,9 @@ class OtlpGrpcReceiver:
         if value and self.transport is not None:
             self.transport.set_draining()
 
-    def answer(self, logs: bool, body: bytes) -> bytes | Refusal:
-        """An export's response bytes, or the status it is refused with."""
+    def answer(self, logs: bool, body: bytes | _core.OtlpExport) -> bytes | Refusal:
+        """An export's response bytes, or the status it is refused with (the export's
+        protobuf bytes, or the core transport's export, whose spans it decoded)."""
         if self._draining:
             # Retryable for an exporter (OTLP): its retry goes to a replica that is up.
             return Refusal(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
@@ -73,9 +77,13 @@ class OtlpGrpcReceiver:
     def on_readable(self) -> None:
         """The loop's reader callback for the core's transport: answer every export waiting."""
         assert self.transport is not None
+        keys = self.live.intake_keys()
+        if keys is not self._keys_sent:  # a routes load changed them (or the first export)
+            self.transport.set_keys(keys)
+            self._keys_sent = keys
         for export in self.transport.take():
             try:
-                answer = self.answer(export.logs, export.body())
+                answer = self.answer(export.logs, export)
             except Exception:  # a defect: answered, logged, the other exports go on
                 log.exception("an OTLP/gRPC export could not be taken")
                 answer = Refusal(grpc.StatusCode.INTERNAL, "the export could not be taken")
@@ -84,7 +92,7 @@ class OtlpGrpcReceiver:
             else:
                 export.reply(answer)
 
-    def _export_traces(self, body: bytes) -> bytes | Refusal:
+    def _export_traces(self, body: bytes | _core.OtlpExport) -> bytes | Refusal:
         try:
             partial = self.live.export_traces(body)  # decoded in the core
         except ValueError as exc:
@@ -97,10 +105,10 @@ class OtlpGrpcReceiver:
         response.partial_success.CopyFrom(partial)
         return response.SerializeToString()
 
-    def _export_logs(self, body: bytes) -> bytes | Refusal:
+    def _export_logs(self, body: bytes | _core.OtlpExport) -> bytes | Refusal:
         message = logs_service_pb2.ExportLogsServiceRequest()
         try:
-            message.ParseFromString(body)
+            message.ParseFromString(body if isinstance(body, bytes) else body.body())
         except DecodeError as exc:
             return self._malformed("logs", logs_service_pb2.ExportLogsServiceRequest, exc)
         partial = self.live.export_logs(message)
@@ -157,6 +165,8 @@ class OtlpGrpcServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # Exports arriving from now on are decoded with the intake's keys on the transport.
+        self.transport.set_keys(self.receiver.live.intake_keys())
         self._loop.add_reader(self.transport.fileno(), self.receiver.on_readable)
 
     async def stop(self, grace: float) -> None:

@@ -44,7 +44,7 @@ pub fn map_otlp(
 /// A row of spans of one trace in an export (`spans[first:end]`), with what assembly reads of
 /// them together: (trace id, first, end, encoded size, one ends the run, one is a root, their
 /// keys as a set, the first non-empty string `service.name` of their resources or "").
-type Row<'py> = (
+pub(crate) type Row<'py> = (
     Bound<'py, PyString>,
     usize,
     usize,
@@ -105,11 +105,23 @@ pub fn otlp_spans<'py>(
         otlp::heads::span_heads(request, &keys)
     };
     let (resources, heads) = heads.map_err(|e| PyValueError::new_err(e.to_string()))?;
+    live_spans(py, resources, heads, &taken, &convert)
+}
+
+/// The `LiveSpan`s and rows of decoded heads (`otlp_spans`; the core's transport decodes an
+/// export's heads as it arrives, and the loop makes its spans from them).
+pub(crate) fn live_spans<'py>(
+    py: Python<'py>,
+    resources: Vec<otlp::heads::ResourceHead<'_>>,
+    heads: Vec<otlp::heads::SpanHead<'_>>,
+    taken: &Bound<'py, PyAny>,
+    convert: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyList>, Vec<Row<'py>>)> {
     // One dict per resource, shared by its spans (routes read each resource once).
     let mut held = Vec::with_capacity(resources.len());
     for resource in resources {
         let raw = PyBytes::new(py, &resource.raw);
-        let dict = keyed_dict(py, resource.keyed, &raw, true, &convert)?;
+        let dict = keyed_dict(py, resource.keyed, &raw, true, convert)?;
         let service = service_of(&dict)?;
         held.push((raw, dict, service));
     }
@@ -131,7 +143,7 @@ pub fn otlp_spans<'py>(
         let raw = PyBytes::new(py, &head.raw);
         let attrs = match head.keyed {
             Some(pairs) if pairs.is_empty() => empty.clone_ref(py),
-            pairs => keyed_dict(py, pairs, &raw, false, &convert)?.unbind(),
+            pairs => keyed_dict(py, pairs, &raw, false, convert)?.unbind(),
         };
         let span_id = PyString::new(py, &head.span_id);
         let key = PyTuple::new(py, [row.0.as_any(), span_id.as_any()])?;

@@ -13,13 +13,14 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::pybacked::PyBackedStr;
+use pyo3::types::{PyBytes, PyList};
 use tokio::sync::oneshot;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
@@ -27,6 +28,9 @@ use tonic::server::Grpc;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
+use trajgrade_core::otlp::heads::{span_heads, ResourceHead, SpanHead};
+
+use crate::otlp::{live_spans, Row};
 
 const TRACES_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 const LOGS_PATH: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
@@ -68,11 +72,19 @@ impl Decoder for RawCodec {
 /// What Python answers an export with.
 type Answer = Result<Bytes, Status>;
 
+/// A traces export's span heads, decoded on the transport's thread as it arrives (no
+/// interpreter), with the attribute keys they were read for; or the decode's error message.
+struct Decoded {
+    keys: Arc<Vec<String>>,
+    heads: Result<(Vec<ResourceHead<'static>>, Vec<SpanHead<'static>>), String>,
+}
+
 /// One export waiting for the event loop.
 struct Pending {
     logs: bool,
     body: Bytes,
     answer: oneshot::Sender<Answer>,
+    decoded: Option<Decoded>,
 }
 
 /// What the tonic side and Python share.
@@ -83,11 +95,14 @@ struct Shared {
     wake: UnixStream,
     draining: AtomicBool,
     token: Option<Vec<u8>>,
+    /// The attribute keys the loop's intake reads (`set_keys`): a traces export's heads are
+    /// decoded with them before it is queued.
+    keys: Mutex<Arc<Vec<String>>>,
 }
 
 impl Shared {
     fn push(&self, pending: Pending) {
-        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back(pending);
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push_back(pending);
         if !self.notified.swap(true, Ordering::AcqRel) {
             // A full socket buffer means a wake-up is pending anyway.
             let _ = (&self.wake).write(&[1]);
@@ -133,7 +148,22 @@ impl Service<Request<Bytes>> for Export {
                 return Err(Status::unavailable("the server is shutting down"));
             }
             let (answer, answered) = oneshot::channel();
-            shared.push(Pending { logs, body: request.into_inner(), answer });
+            let body = request.into_inner();
+            // The decode runs here, on the transport's thread: the loop only makes the spans.
+            let decoded = (!logs).then(|| {
+                let keys = Arc::clone(&shared.keys.lock().unwrap_or_else(PoisonError::into_inner));
+                let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let heads = span_heads(&body, &names)
+                    .map(|(resources, spans)| {
+                        (
+                            resources.into_iter().map(ResourceHead::into_owned).collect(),
+                            spans.into_iter().map(SpanHead::into_owned).collect(),
+                        )
+                    })
+                    .map_err(|e| e.to_string());
+                Decoded { keys, heads }
+            });
+            shared.push(Pending { logs, body, answer, decoded });
             match answered.await {
                 Ok(Ok(body)) => Ok(Response::new(body)),
                 Ok(Err(status)) => Err(status),
@@ -196,6 +226,7 @@ pub struct PyOtlpExport {
     logs: bool,
     body: Option<Bytes>,
     answer: Option<oneshot::Sender<Answer>>,
+    decoded: Option<Decoded>,
 }
 
 #[pymethods]
@@ -203,6 +234,26 @@ impl PyOtlpExport {
     /// The request's protobuf bytes (a copy; taken once).
     fn body<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.body.take().unwrap_or_default())
+    }
+
+    /// A traces export's spans and rows, as `otlp_spans(body, keys, taken, convert)` makes
+    /// them: from the heads the transport decoded when they were read for these keys, else
+    /// decoded now. A malformed request raises `ValueError`.
+    #[allow(clippy::needless_pass_by_value)] // pyo3 extracts the arguments as owned values
+    fn spans<'py>(
+        &mut self,
+        py: Python<'py>,
+        keys: Vec<PyBackedStr>,
+        taken: Bound<'py, PyAny>,
+        convert: Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<Row<'py>>)> {
+        let same = |d: &Decoded| d.keys.iter().map(String::as_str).eq(keys.iter().map(|k| &k[..]));
+        if let Some(decoded) = self.decoded.take().filter(same) {
+            let (resources, heads) = decoded.heads.map_err(PyValueError::new_err)?;
+            return live_spans(py, resources, heads, &taken, &convert);
+        }
+        let body = self.body.clone().unwrap_or_default();
+        crate::otlp::otlp_spans(py, &body, keys, taken, convert)
     }
 
     /// Answer with these response bytes (an encoded `Export*ServiceResponse`).
@@ -258,6 +309,7 @@ impl PyOtlpGrpcTransport {
             wake,
             draining: AtomicBool::new(false),
             token: token.map(|t| t.as_bytes().to_vec()),
+            keys: Mutex::new(Arc::new(Vec::new())),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -325,17 +377,23 @@ impl PyOtlpGrpcTransport {
         let mut sink = [0u8; 64];
         while matches!((&self.woken).read(&mut sink), Ok(n) if n > 0) {}
         self.shared.notified.store(false, Ordering::Release);
-        let waiting: Vec<Pending> = self
-            .shared
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .drain(..)
-            .collect();
+        let waiting: Vec<Pending> =
+            self.shared.queue.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect();
         waiting
             .into_iter()
-            .map(|p| PyOtlpExport { logs: p.logs, body: Some(p.body), answer: Some(p.answer) })
+            .map(|p| PyOtlpExport {
+                logs: p.logs,
+                body: Some(p.body),
+                answer: Some(p.answer),
+                decoded: p.decoded,
+            })
             .collect()
+    }
+
+    /// The attribute keys the loop's intake reads: traces exports are decoded with them as
+    /// they arrive (an export decoded with others is decoded again by `OtlpExport.spans`).
+    fn set_keys(&self, keys: Vec<String>) {
+        *self.shared.keys.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
     }
 
     /// From now on, exports are answered UNAVAILABLE (retryable) without reaching Python.

@@ -48,6 +48,22 @@ pub struct SpanHead<'a> {
     pub keyed: Keyed,
 }
 
+impl ResourceHead<'_> {
+    /// The same head holding its own bytes (kept past the request's buffer).
+    #[must_use]
+    pub fn into_owned(self) -> ResourceHead<'static> {
+        ResourceHead { raw: Cow::Owned(self.raw.into_owned()), keyed: self.keyed }
+    }
+}
+
+impl SpanHead<'_> {
+    /// The same head holding its own bytes (kept past the request's buffer).
+    #[must_use]
+    pub fn into_owned(self) -> SpanHead<'static> {
+        SpanHead { raw: Cow::Owned(self.raw.into_owned()), ..self }
+    }
+}
+
 /// The spans of one `ExportTraceServiceRequest` (in request order) and their resources, with
 /// the values of `keys` (span attributes and resource attributes each on their own).
 pub fn span_heads<'a>(
