@@ -5,8 +5,8 @@ On TCP the transport is the core's (`_core.OtlpGrpcTransport`, rust/py/src/otlp_
 tonic on threads of its own): HTTP/2, TLS, gzip, the bearer token and draining never hold the
 interpreter, a traces export is decoded there as it arrives (with the intake's keys, set on
 the transport), and the event loop is woken once per batch of exports to make their spans and
-answer each one here with what assembly made of them (the OTLP partial success). On a unix socket it is
-grpc.aio's (see otlp_grpc_server)."""
+answer each one here with what assembly made of them (the OTLP partial success). On a unix
+socket it is grpc.aio's (see otlp_grpc_server)."""
 
 from __future__ import annotations
 
