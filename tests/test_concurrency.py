@@ -135,7 +135,9 @@ async def test_health_answers_promptly_while_a_huge_batch_grades(
     heavy = max(valid_cases, key=lambda c: len(c.suite.assertions) * max(1, len(c.trace.calls)))
     payload, in_process = await asyncio.to_thread(_huge_batch, heavy, reference)
     assert in_process >= 0.5, f"could not build a batch that takes long enough ({in_process:.2f}s)"
-    big = 256 * 1024 * 1024
+    # Room for the largest batch _huge_batch builds (10,000 traces: up to about 400 MB of
+    # results, whatever the build).
+    big = 1024 * 1024 * 1024
     server = await make_server(
         max_message_bytes=big,
         channel_options=[
