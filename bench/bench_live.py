@@ -403,15 +403,17 @@ def start_trajgrade(
     *,
     sink: Path | None = None,
     timing: Path | None = None,
+    front: bool = True,
 ) -> Server:
     """A `trajgrade serve` process; with `sink`, its JSONL results sink; with `timing`, its
-    per-run debug timing (trajgrade/live/timing.py) written there when it stops. A start
+    per-run debug timing (trajgrade/live/timing.py) written there when it stops; without
+    `front`, grpc.aio serves its address itself (--no-core-front). A start
     whose process ends before it listens (a port free when picked, taken before the server
     bound it) is tried again on new ports; the third failure raises with the server's log."""
     failure = ServerExitedError("not started")
     for _ in range(START_ATTEMPTS):
         try:
-            return _start_trajgrade(workdir, settle_s, early, late_window_s, sink, timing)
+            return _start_trajgrade(workdir, settle_s, early, late_window_s, sink, timing, front)
         except ServerExitedError as exc:
             failure = exc
     raise RuntimeError(f"trajgrade serve did not start in {START_ATTEMPTS} attempts: {failure}")
@@ -424,6 +426,7 @@ def _start_trajgrade(  # noqa: PLR0917 - start_trajgrade's arguments, passed on
     late_window_s: float | None,
     sink: Path | None,
     timing: Path | None,
+    front: bool,
 ) -> Server:
     otlp_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     trajgrade = Path(sys.executable).with_name("trajgrade")
@@ -437,6 +440,7 @@ def _start_trajgrade(  # noqa: PLR0917 - start_trajgrade's arguments, passed on
         "--metrics-port", str(metrics_port),
         "--watch-queue-size", "1000000",
         "--early-verdicts" if early else "--no-early-verdicts",
+        "--core-front" if front else "--no-core-front",
     ]  # fmt: skip
     if late_window_s is not None:
         command += ["--live-late-window-s", str(late_window_s)]
@@ -726,6 +730,16 @@ def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat
     m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
     m.add("p99", pct(latencies, 0.99))
     m.add("achieved", stream.achieved)
+    # The same stream with grpc.aio writing the WatchResults stream (--no-core-front).
+    server = start_trajgrade(workdir, args.settle_s, front=False)
+    try:
+        aio = paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
+    finally:
+        server.stop()
+    m.row_done("latency_aio")
+    aio_latencies = [_ms(aio.arrived[t] - end - settle_ns) for t, (end, _) in aio.ends.items()]
+    m.add("aio_p50", pct(aio_latencies, 0.5), (aio.cpu_s, len(aio.ends)))
+    m.add("aio_p99", pct(aio_latencies, 0.99))
     if timing is not None:
         split_rows(timing, stream, settle_ns, m)
 
@@ -755,14 +769,16 @@ def split_rows(timing: Path, stream: Paced, settle_ns: float, m: Measurements) -
     parts: dict[str, list[float]] = {name: [] for name, _ in SPLIT}
     for trace_id, (end, began) in stream.ends.items():
         arrival, completed, published, dequeued, written = server_times[trace_id]
+        parts["published"].append(_ms(published - end - settle_ns))
         parts["sender"].append(_ms(began - end))
         parts["transport"].append(_ms(arrival - began))
         parts["server"].append(_ms(published - arrival - settle_ns))
         parts["timer"].append(_ms(completed - arrival - settle_ns))
         parts["grading"].append(_ms(published - completed))
         parts["watcher"].append(_ms(stream.arrived[trace_id] - published))
-        if written:
+        if dequeued:
             parts["queue"].append(_ms(dequeued - published))
+        if written:  # grpc.aio's streams only (--core-front false)
             parts["write"].append(_ms(written - dequeued))
     for name, values in parts.items():
         if values:  # the queue and write rows need a watcher's stamps
@@ -771,6 +787,7 @@ def split_rows(timing: Path, stream: Paced, settle_ns: float, m: Measurements) -
 
 
 SPLIT = [
+    ("published", "  root end -> published, minus settle (all but the watcher's leg)"),
     ("sender", "  sender: root end -> export call (SDK, one run)"),
     ("transport", "  export call -> server handler (encode, gRPC)"),
     ("server", "  server: handler -> published, minus settle"),
@@ -889,6 +906,15 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
                 "",
                 cpu("p50"),
                 last["latency"],
+            ]
+        )
+        rows.append(
+            [
+                "  the same, WatchResults written by grpc.aio (--no-core-front)",
+                f"p50 {med('aio_p50'):.2f} ms, p99 {med('aio_p99'):.2f} ms",
+                ratio(med("aio_p99") / p99),
+                cpu("aio_p50"),
+                last["latency_aio"],
             ]
         )
         if "server_p99" in m.values:

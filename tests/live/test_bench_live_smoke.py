@@ -35,7 +35,7 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "server: handler -> published, minus settle",
         "published -> WatchResults reader",
         "of which: in the watcher's queue",
-        "of which: the stream's write",
+        "the same, WatchResults written by grpc.aio (--no-core-front)",
         "server: generation 2 collections",
         "peak RSS after 0.5 s",
         "peak RSS after 1 s",

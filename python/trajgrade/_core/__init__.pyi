@@ -22,6 +22,7 @@ __all__ = [
     "CompiledSuite",
     "DeadlineTimer",
     "Grader",
+    "GraderFront",
     "InternalError",
     "InvalidRequestError",
     "InvalidSuiteError",
@@ -36,6 +37,7 @@ __all__ = [
     "ParquetTraces",
     "SuiteNotFoundError",
     "TrajgradeError",
+    "WatchHub",
     "__version__",
     "arrow_traces",
     "bench",
@@ -564,5 +566,61 @@ class OtlpGrpcTransport:
         as they arrive, on the transport's thread."""
     def set_draining(self) -> None:
         """Answer new exports UNAVAILABLE without handing them over."""
+    def stop(self, grace_s: float) -> None:
+        """Stop listening; calls in flight get grace_s to finish (blocks: off the loop)."""
+
+@final
+class WatchHub:
+    """The core's WatchResults streams (rust/py/src/watch_hub.rs), served by GraderFront:
+    each watcher a bounded queue that publishing never waits on."""
+
+    def __new__(
+        cls,
+        queue_size: int,
+        too_slow: tuple[int, str, bytes],
+        closed: tuple[int, str, bytes],
+        invalid: tuple[int, str, bytes],
+        unauthenticated: tuple[int, str, bytes],
+    ) -> WatchHub: ...
+    def publish(
+        self,
+        suite_id: str,
+        verdict: int,
+        service: str,
+        payload: bytes,
+        run_key: str | None = None,
+    ) -> None:
+        """One encoded WatchResultsResponse to every watcher whose filter takes it; a full
+        queue cuts its watcher (WATCHER_TOO_SLOW). With run_key, each stream stamps when it
+        takes it (take_dequeued)."""
+    def take_dequeued(self) -> list[tuple[str, int]]:
+        """The debug timing's stamps since the last call: (run key, wall clock ns)."""
+    def close(self) -> None:
+        """Drain: every stream ends after what it was sent; new callers are refused."""
+    def watchers(self) -> int:
+        """The watchers following now."""
+    @property
+    def dropped(self) -> int:
+        """Watchers cut as too slow so far."""
+    def take_ended(self) -> list[tuple[int, float]]:
+        """The calls ended since the last call: (status code, seconds) each."""
+
+@final
+class GraderFront:
+    """The server's TCP address on the core's transport (rust/py/src/grader_front.rs):
+    WatchResults from the hub, every other call passed to grpc.aio on a unix socket."""
+
+    def __new__(
+        cls,
+        address: str,
+        upstream: str,
+        hub: WatchHub,
+        max_message_bytes: int,
+        token: str | None = None,
+        tls: tuple[bytes, bytes, bytes | None] | None = None,
+    ) -> GraderFront: ...
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
     def stop(self, grace_s: float) -> None:
         """Stop listening; calls in flight get grace_s to finish (blocks: off the loop)."""

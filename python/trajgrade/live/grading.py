@@ -448,6 +448,7 @@ class LiveGrader:
         if self._sink_writer is not None:
             self._sink_writer.close()
         if self._timing is not None:
+            self.hub.collect_timing()
             self._timing.write()
         return self._report
 
@@ -973,9 +974,9 @@ class LiveGrader:
         self._note_watchers()
 
     def _note_watchers(self) -> None:
-        if self.hub.dropped:
-            self.metrics.watchers_cut.inc(self.hub.dropped)
-            self.hub.dropped = 0
+        dropped = self.hub.take_dropped()
+        if dropped:
+            self.metrics.watchers_cut.inc(dropped)
 
     def _publish(
         self, results: list[LiveResult], assertions: AssertionCounts | None = None

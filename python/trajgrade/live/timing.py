@@ -55,8 +55,10 @@ class RunTiming:
         for key in keys:
             self._rows.append((key, self._arrived.pop(key, 0), self._completed.pop(key, 0), now))
 
-    def dequeued(self, key: str) -> None:
-        self._dequeued.setdefault(key, time.time_ns())
+    def dequeued(self, key: str, at: int | None = None) -> None:
+        """A stream took the run's result off its queue (now, or at `at`: the core's streams
+        stamp it on their thread)."""
+        self._dequeued.setdefault(key, time.time_ns() if at is None else at)
 
     def written(self, key: str) -> None:
         self._written.setdefault(key, time.time_ns())

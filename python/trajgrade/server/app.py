@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from trajgrade import _core
 from trajgrade.live.routes import RoutesError
 from trajgrade.live.watch import watch_handler
-from trajgrade.server import logs
+from trajgrade.server import front, logs
 from trajgrade.server.admission import Admission
 from trajgrade.server.auth import BearerTokenInterceptor
 from trajgrade.server.batcher import Batcher
@@ -117,6 +117,7 @@ class GradingServer:
         self.otlp_http_port: int | None = None
         self._otlp_grpc: Any = None  # (receiver, OtlpGrpcServer)
         self._otlp_http: Any = None  # (receiver, aiohttp AppRunner)
+        self._front: Any = None  # trajgrade.server.front.CoreFront
         # Set by the drain: live results were lost at shutdown (EXIT_LIVE_LOST).
         self.live_results_lost = False
 
@@ -198,16 +199,25 @@ class GradingServer:
                 (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
         credentials = server_credentials(s)
-        self.ports = []
-        for address in s.listen:
+        addresses = s.listen
+        if front.wanted(s):
+            # The core's front serves the TCP addresses; grpc.aio the unix-socket ones and its
+            # private socket (plaintext: only this user can reach it).
+            self._front = front.CoreFront(s, self.live.hub, self.metrics)
+            addresses = tuple(a for a in s.listen if not front.is_tcp(a))
+            server.add_insecure_port(self._front.upstream_address)
+        bound = {}
+        for address in addresses:
             if credentials is None:
-                port = server.add_insecure_port(address)
+                bound[address] = server.add_insecure_port(address)
             else:
-                port = server.add_secure_port(address, credentials)
-            self.ports.append(port)
+                bound[address] = server.add_secure_port(address, credentials)
         self._server = server
         self._batcher.start()
         await server.start()
+        if self._front is not None:
+            bound |= self._front.start(token)
+        self.ports = [bound[address] for address in s.listen]
         if s.metrics_port is not None:
             self.metrics_port = self.metrics.serve_http(s.metrics_host, s.metrics_port)
         if s.live_enabled:
@@ -328,6 +338,8 @@ class GradingServer:
         cut = 0 if self._admission is None else self._admission.active
         if self._server is not None:
             await self._server.stop(max(until - time.monotonic(), _STOP_GRACE_S))
+        if self._front is not None:
+            await self._front.stop(_STOP_GRACE_S)
         if self._batcher is not None:
             await self._batcher.stop()
         if self._control is not None:
@@ -365,6 +377,8 @@ class GradingServer:
         """Cancel every running RPC now (a second SIGTERM/SIGINT during the drain)."""
         if self._server is not None:
             await self._server.stop(0)
+        if self._front is not None:
+            await self._front.stop(0)
 
     async def wait_stopped(self) -> None:
         """Return once shutdown() has finished."""

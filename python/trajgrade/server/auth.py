@@ -11,6 +11,8 @@ import grpc
 from trajgrade.errors import UnauthenticatedError
 from trajgrade.server.status import to_status
 
+UNAUTHENTICATED = "missing or invalid bearer token (authorization: Bearer <token>)"
+
 # Health stays open so orchestrators and `trajgrade health` need no secret.
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 
@@ -57,9 +59,7 @@ class BearerTokenInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 def _refusal(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED."""
-    status = to_status(
-        UnauthenticatedError("missing or invalid bearer token (authorization: Bearer <token>)")
-    )
+    status = to_status(UnauthenticatedError(UNAUTHENTICATED))
 
     async def refuse_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
         await context.abort_with_status(status)

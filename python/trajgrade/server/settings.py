@@ -306,6 +306,13 @@ class Settings:
     watch_queue_size: int = _setting(
         1_024, "results buffered per WatchResults caller; a caller that falls behind is cut", int
     )
+    core_front: bool = _setting(
+        True,
+        "with live grading on, serve the TCP addresses on the core's transport: WatchResults "
+        "streams written off the event loop, every other call passed to the grpc.aio server "
+        "on a private unix socket (false: grpc.aio serves the addresses itself)",
+        _bool,
+    )
     early_verdicts: bool = _setting(
         False,
         "report an assertion that fails before its run ends (forbidden or unexpected tool, "

@@ -9,12 +9,15 @@ mod detach;
 mod dict_trace;
 mod errors;
 mod grader;
+mod grader_front;
 mod jsonl;
 mod lazy_result;
 mod live_span;
 mod otlp;
 mod otlp_receiver;
 mod parquet;
+mod tonic_serve;
+mod watch_hub;
 
 // The binding, not the core (a library), picks the allocator: grading allocates small,
 // short-lived buffers on every worker thread, which mimalloc's per-thread heaps serve faster.
@@ -35,6 +38,8 @@ mod _core {
     #[pymodule_export]
     use crate::grader::{PyCancelToken, PyCompiledSuite, PyGrader, PyLimits};
     #[pymodule_export]
+    use crate::grader_front::PyGraderFront;
+    #[pymodule_export]
     use crate::jsonl::{
         arrow_traces, jsonl_traces, outcome_block, outcome_tally, split_jsonl, PyBlockMark,
         PyJsonlBlock,
@@ -49,6 +54,8 @@ mod _core {
     use crate::otlp_receiver::{PyOtlpExport, PyOtlpGrpcTransport};
     #[pymodule_export]
     use crate::parquet::{PyArrowBatch, PyParquetBatches, PyParquetTraces};
+    #[pymodule_export]
+    use crate::watch_hub::PyWatchHub;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -14,60 +14,24 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedStr;
 use pyo3::types::{PyBytes, PyList};
 use tokio::sync::oneshot;
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::CompressionEncoding;
 use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
 use tonic::server::Grpc;
-use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 use trajgrade_core::otlp::heads::{span_heads, ResourceHead, SpanHead};
 
 use crate::otlp::{live_spans, Row};
+use crate::tonic_serve::{bearer_allowed, bind, RawCodec, Served, TlsPem};
 
 const TRACES_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 const LOGS_PATH: &str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
-
-/// Message bodies as they are: Python decodes (or the core's intake does).
-#[derive(Clone, Copy, Default)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// What Python answers an export with.
 type Answer = Result<Bytes, Status>;
@@ -108,20 +72,6 @@ impl Shared {
             let _ = (&self.wake).write(&[1]);
         }
     }
-
-    /// The request carries `authorization: Bearer <token>` (compared in constant time).
-    fn allowed<T>(&self, request: &http::Request<T>) -> bool {
-        let Some(token) = &self.token else { return true };
-        let Some(value) = request.headers().get("authorization") else { return false };
-        let value = value.as_bytes();
-        let Some(space) = value.iter().position(|&b| b == b' ') else { return false };
-        let (scheme, presented) = (&value[..space], value[space + 1..].trim_ascii());
-        scheme.eq_ignore_ascii_case(b"bearer") && constant_time_eq(presented, token)
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// One export's unary service: queued for Python, answered when Python replies.
@@ -202,7 +152,7 @@ where
                 return Box::pin(async move { Ok(status.into_http()) });
             }
         };
-        if !self.shared.allowed(&request) {
+        if !bearer_allowed(self.shared.token.as_deref(), &request) {
             let status = Status::unauthenticated(
                 "missing or wrong bearer token: send 'authorization: Bearer <token>'",
             );
@@ -278,13 +228,8 @@ pub struct PyOtlpGrpcTransport {
     woken: UnixStream,
     #[pyo3(get)]
     port: u16,
-    runtime: Option<tokio::runtime::Runtime>,
-    shutdown: Option<oneshot::Sender<()>>,
-    served: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
+    served: Served,
 }
-
-/// TLS from PEM bytes: the server's certificate and key, and the client CA that makes it mTLS.
-type TlsPem = (Vec<u8>, Vec<u8>, Option<Vec<u8>>);
 
 #[pymethods]
 impl PyOtlpGrpcTransport {
@@ -311,60 +256,11 @@ impl PyOtlpGrpcTransport {
             token: token.map(|t| t.as_bytes().to_vec()),
             keys: Mutex::new(Arc::new(Vec::new())),
         });
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("trajgrade-otlp")
-            .enable_all()
-            .build()
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let mut builder = Server::builder();
-        if let Some((cert, key, client_ca)) = tls {
-            let mut config = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
-            if let Some(ca) = client_ca {
-                config = config.client_ca_root(Certificate::from_pem(ca));
-            }
-            builder = builder
-                .tls_config(config)
-                .map_err(|e| PyValueError::new_err(format!("TLS settings: {e}")))?;
-        }
+        // TCP only: live/otlp_grpc.py serves unix sockets on grpc.aio (hyperium/h2#487).
+        let bound = bind("trajgrade-otlp", address, tls)?;
         let service = OtlpService { shared: Arc::clone(&shared), max_message_bytes };
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let signal = async move {
-            let _ = stopped.await;
-        };
-        let entered = runtime.enter();
-        // TCP only: on a unix socket h2 refuses the socket path that gRPC's C-core clients
-        // send as `:authority` (hyperium/h2#487); live/otlp_grpc.py serves those on grpc.aio.
-        if address.starts_with("unix:") {
-            return Err(PyValueError::new_err(format!(
-                "{address}: a unix socket (serve it with grpc.aio; see live/otlp_grpc.py)"
-            )));
-        }
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| PyValueError::new_err(format!("{address}: not host:port")))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let host = if host.is_empty() { "127.0.0.1" } else { host };
-        let port: u16 = port
-            .parse()
-            .map_err(|_| PyValueError::new_err(format!("{address}: not a port number")))?;
-        let listener = std::net::TcpListener::bind((host, port))
-            .map_err(|e| PyOSError::new_err(format!("{address}: {e}")))?;
-        listener.set_nonblocking(true).map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let bound = listener.local_addr().map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let listener = tokio::net::TcpListener::from_std(listener)
-            .map_err(|e| PyOSError::new_err(e.to_string()))?;
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let served = runtime.spawn(builder.serve_with_incoming_shutdown(service, incoming, signal));
-        drop(entered);
-        Ok(PyOtlpGrpcTransport {
-            shared,
-            woken,
-            port: bound.port(),
-            runtime: Some(runtime),
-            shutdown: Some(shutdown),
-            served: Some(served),
-        })
+        let (served, port) = Served::start(bound, service);
+        Ok(PyOtlpGrpcTransport { shared, woken, port, served })
     }
 
     /// The descriptor the event loop watches (`loop.add_reader`): readable when exports wait.
@@ -408,27 +304,6 @@ impl PyOtlpGrpcTransport {
         for pending in self.take() {
             drop(pending); // the dropped answer: UNAVAILABLE
         }
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        let (Some(runtime), Some(served)) = (self.runtime.take(), self.served.take()) else {
-            return;
-        };
-        py.detach(move || {
-            let grace = Duration::from_secs_f64(grace_s.max(0.0));
-            let _ = runtime.block_on(async { tokio::time::timeout(grace, served).await });
-            runtime.shutdown_timeout(Duration::from_millis(100));
-        });
-    }
-}
-
-impl Drop for PyOtlpGrpcTransport {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
+        self.served.stop(py, grace_s);
     }
 }

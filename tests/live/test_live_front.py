@@ -1,0 +1,172 @@
+"""The core's front (server/front.py, rust/py/src/grader_front.rs): with live grading on, it
+serves the TCP addresses, WatchResults from the core's hub and every other call passed to
+grpc.aio on a private socket. Each check runs against the front and against grpc.aio serving
+the address itself (--core-front false): the same answers, statuses and error details."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from trajgrade.live.watch import Published
+from trajgrade.server.status import error_info
+from trajgrade.v1 import grader_service_pb2, result_pb2, suite_pb2, trace_pb2
+
+from live.conftest import Live, LiveFactory, drive, eventually
+
+WATCH = "/trajgrade.v1.GraderService/WatchResults"
+
+
+def grade_request(calls: int = 1, argument_bytes: int = 2) -> grader_service_pb2.GradeTraceRequest:
+    suite = json_format.ParseDict(
+        {"assertions": [{"tool_called": {"tool": "search"}}]}, suite_pb2.Suite()
+    )
+    arguments = '{"q": "' + "x" * argument_bytes + '"}'
+    trace = json_format.ParseDict(
+        {
+            "id": "front",
+            "calls": [{"name": "search", "arguments_json": arguments} for _ in range(calls)],
+        },
+        trace_pb2.Trace(),
+    )
+    return grader_service_pb2.GradeTraceRequest(trace=trace, suite=suite)
+
+
+async def refusal(live: Live, request: bytes, **kwargs: object) -> grpc.aio.AioRpcError:
+    """A WatchResults call with these request bytes, which must fail: its error."""
+    call = live.channel.unary_stream(WATCH)(request, **kwargs)
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        async for _ in call:
+            pass
+    return failed.value
+
+
+def described(error: grpc.aio.AioRpcError) -> tuple[grpc.StatusCode, str, str, dict[str, str]]:
+    info = error_info(error.trailing_metadata())
+    assert info is not None, error
+    return error.code(), error.details() or "", info.reason, dict(info.metadata)
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["front", "grpc-aio"])
+async def test_watch_and_other_calls_on_the_server_address(
+    make_live: LiveFactory, front: bool, tmp_path: Path
+) -> None:
+    live = await make_live(core_front=front)
+    assert (live.server._front is not None) is front
+    if front:
+        # grpc.aio's own socket: private to this user.
+        socket = live.server._front.upstream
+        assert stat.S_IMODE(socket.parent.stat().st_mode) == 0o700
+    # Passed on: a unary call, health, and a large request and answer (flow control).
+    stub = live.stub
+    small = await stub.GradeTrace(grade_request())
+    assert small.result.verdict == result_pb2.VERDICT_PASS
+    large = await stub.GradeTrace(grade_request(calls=200, argument_bytes=20_000))
+    assert large.result.verdict == result_pb2.VERDICT_PASS
+    health = health_pb2_grpc.HealthStub(live.channel)
+    checked = await health.Check(
+        health_pb2.HealthCheckRequest(service="trajgrade.v1.GraderService")
+    )
+    assert checked.status == health_pb2.HealthCheckResponse.SERVING
+
+    # Served: live results, as filtered, and the calls counted when they end.
+    every = await live.watch()
+    failing = await live.watch(verdicts=[result_pb2.VERDICT_FAIL])
+    await asyncio.to_thread(
+        drive, "grpc", live.grpc_endpoint, tmp_path / "spans.json", 3, "dual-agent"
+    )
+    graded = await every.wait(6)  # each run against both suites
+    await failing.wait(3)  # the strict suite fails every run
+    await eventually(lambda: len(live.sink_lines()) >= 6, what="the sink rows")
+    rows = [json.loads(line) for line in live.sink_lines()]
+    assert sorted((r.trace_id, r.suite_id) for r in graded) == sorted(
+        (row["trace_id"], row["suite_id"]) for row in rows
+    )
+    assert len({r.trace_id for r in graded}) == 3
+    assert len(failing.items) == 3
+    assert all(r.result.verdict == result_pb2.VERDICT_FAIL for r in failing.items)
+    every.call.cancel()
+    await eventually(lambda: len(live.server.live.hub) == 1, what="the watcher gone")
+    if front:
+        live.server._front.count()
+    assert live.metric("trajgrade_requests_total", rpc="WatchResults", code="CANCELLED") == 1
+
+
+async def test_the_front_refuses_as_grpc_aio_does(make_live: LiveFactory) -> None:
+    """Bytes that are no WatchResultsRequest and a missing token: the same status, message and
+    ErrorInfo from both. A drain ends the front's streams with SHUTTING_DOWN. (grpc.aio's own
+    stream may instead be cut by its server's stop, "Cancelling all calls", before its status
+    is sent: a race of grpc.aio's that the front does not have.)"""
+    token = "s3cret"
+    answers = []
+    for front in (True, False):
+        live = await make_live(core_front=front, auth_token=token)
+        bearer = (("authorization", f"Bearer {token}"),)
+        invalid = await refusal(live, b"\xff\xff\xff", metadata=bearer)
+        unauthenticated = await refusal(live, b"")
+        answers.append((described(invalid), described(unauthenticated)))
+        if front:
+            watch = await asyncio.wait_for(_authorized_watch(live, bearer), 30)
+            await live.server.shutdown(grace=2)
+            await eventually(lambda watch=watch: watch.done, what="the stream's end")
+            assert watch.error is not None
+            code, message, reason, _ = described(watch.error)
+            assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
+            assert message == "the server is shutting down; watch another replica"
+    assert answers[0] == answers[1]
+    invalid, unauthenticated = answers[0]
+    assert invalid[:3] == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "not a WatchResultsRequest: its bytes do not parse (protobuf)",
+        "INVALID_REQUEST",
+    )
+    assert unauthenticated[0] == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def _authorized_watch(live: Live, bearer: tuple[tuple[str, str], ...]) -> object:
+    from live.conftest import Watch  # noqa: PLC0415
+
+    before = len(live.server.live.hub)
+    watch = Watch(live.stub.WatchResults(grader_service_pb2.WatchResultsRequest(), metadata=bearer))
+    live.tasks.append(asyncio.get_running_loop().create_task(watch.read()))
+    await eventually(lambda: len(live.server.live.hub) > before, what="the watcher")
+    return watch
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["front", "grpc-aio"])
+async def test_a_watcher_that_does_not_read_is_cut_and_others_go_on(
+    make_live: LiveFactory, front: bool
+) -> None:
+    """Publishing never waits: a watcher that stops reading falls its queue behind once the
+    transport's buffers are full, and is cut with WATCHER_TOO_SLOW; the reading one gets it
+    all."""
+    live = await make_live(core_front=front, watch_queue_size=4)
+    # Not read: the call's messages wait in the transport, then in the watcher's queue.
+    stalled = live.stub.WatchResults(grader_service_pb2.WatchResultsRequest())
+    await eventually(lambda: len(live.server.live.hub) == 1, what="the stalled watcher")
+    reading = await live.watch()
+    payload = grader_service_pb2.WatchResultsResponse(
+        trace_id="t" * 32, suite_id="weather", completion="c" * 16_000
+    ).SerializeToString()
+    hub = live.server.live.hub
+    sent = 0
+    for sent in range(1, 3_001):  # up to 48 MB: beyond any transport's buffers
+        hub.publish(Published("weather", result_pb2.VERDICT_PASS, "svc", payload))
+        if len(hub) == 1:
+            break
+        await reading.wait(sent)  # the reader keeps up
+    assert len(hub) == 1, "the stalled watcher was never cut"
+    assert hub.take_dropped() == 1
+    await reading.wait(sent)
+    assert not reading.done
+    with pytest.raises(grpc.aio.AioRpcError) as cut:
+        async for _ in stalled:
+            pass
+    code, _, reason, _ = described(cut.value)
+    assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW")
