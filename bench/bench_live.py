@@ -20,7 +20,9 @@ server process's CPU seconds over the row, from /proc, with its share per run).
   minus `--settle-s`. Target: p99 < 5 ms. Before it, the floor takes the same paced stream
   (its server CPU per run is gRPC's own cost of one export per run) and echoes each root's
   trace id at once to the same kind of reader on a WatchResults stream of its own: the latency
-  of the senders, the transport both ways and the reader, with nothing graded. With `--split`, the
+  of the senders, the transport both ways and the reader, with nothing graded. After it, the
+  same stream to a server started with `--no-core-front` (grpc.aio writing the WatchResults
+  stream, as before 2026-12-06; its ratio is its p99 over the front's). With `--split`, the
   server's debug timing (TRAJGRADE_LIVE_TIMING, trajgrade/live/timing.py) splits each run's
   time: sender (root end -> export call), encode and gRPC (-> the server's handler), server
   (handler -> published, minus settle: the settle timer's lateness, then the grading), and

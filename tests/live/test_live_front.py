@@ -14,9 +14,16 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from server.test_server_ops import Pki  # tests/server: the throwaway CA of the TLS tests
 from trajgrade.live.watch import Published
 from trajgrade.server.status import error_info
-from trajgrade.v1 import grader_service_pb2, result_pb2, suite_pb2, trace_pb2
+from trajgrade.v1 import (
+    grader_service_pb2,
+    grader_service_pb2_grpc,
+    result_pb2,
+    suite_pb2,
+    trace_pb2,
+)
 
 from live.conftest import Live, LiveFactory, drive, eventually
 
@@ -69,6 +76,18 @@ async def test_watch_and_other_calls_on_the_server_address(
     assert small.result.verdict == result_pb2.VERDICT_PASS
     large = await stub.GradeTrace(grade_request(calls=200, argument_bytes=20_000))
     assert large.result.verdict == result_pb2.VERDICT_PASS
+    # A bidirectional stream, message by message.
+    one = grade_request()
+    requests = [
+        grader_service_pb2.StreamGradeTracesRequest(trace=one.trace, suite=one.suite)
+        for _ in range(3)
+    ]
+    streamed = [response async for response in stub.StreamGradeTraces(iter(requests))]
+    assert [r.outcome.result.verdict for r in streamed] == [result_pb2.VERDICT_PASS] * 3
+    # A deadline too short to grade: the caller's DEADLINE_EXCEEDED, the server unharmed.
+    with pytest.raises(grpc.aio.AioRpcError) as late:
+        await stub.GradeTrace(grade_request(calls=200, argument_bytes=20_000), timeout=0.0001)
+    assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     health = health_pb2_grpc.HealthStub(live.channel)
     checked = await health.Check(
         health_pb2.HealthCheckRequest(service="trajgrade.v1.GraderService")
@@ -170,3 +189,38 @@ async def test_a_watcher_that_does_not_read_is_cut_and_others_go_on(
             pass
     code, _, reason, _ = described(cut.value)
     assert (code, reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW")
+
+
+@pytest.mark.parametrize("front", [True, False], ids=["front", "grpc-aio"])
+async def test_the_server_address_keeps_the_server_mtls(
+    make_live: LiveFactory, tmp_path: Path, front: bool
+) -> None:
+    """The front terminates the server's mTLS: a client with its certificate grades and
+    watches, one without is refused, as on grpc.aio."""
+    (tmp_path / "pki").mkdir()
+    pki = Pki(tmp_path / "pki")
+    live = await make_live(
+        core_front=front,
+        tls_cert_file=pki.server_cert,
+        tls_key_file=pki.server_key,
+        tls_client_ca_file=pki.ca,
+    )
+    target = f"127.0.0.1:{live.server.ports[0]}"
+    hub = live.server.live.hub
+    for client_cert, works in ((True, True), (False, False)):
+        credentials = pki.channel_credentials(client_cert=client_cert)
+        async with grpc.aio.secure_channel(target, credentials) as channel:
+            stub = grader_service_pb2_grpc.GraderServiceStub(channel)
+            if not works:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await stub.GradeTrace(grade_request(), timeout=5)
+                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+                continue
+            graded = await stub.GradeTrace(grade_request(), timeout=5)
+            assert graded.result.verdict == result_pb2.VERDICT_PASS
+            call = stub.WatchResults(grader_service_pb2.WatchResultsRequest())
+            await eventually(lambda: len(hub) == 1, what="the watcher over TLS")
+            hub.publish(Published("s", result_pb2.VERDICT_PASS, "svc", b"\n\x01t"))
+            first = await call.read()
+            assert first.trace_id == "t"
+            call.cancel()
