@@ -25,7 +25,7 @@ from trajgrade.v1 import (
     trace_pb2,
 )
 
-from live.conftest import Live, LiveFactory, drive, eventually
+from live.conftest import Live, LiveFactory, Watch, drive, eventually
 
 WATCH = "/trajgrade.v1.GraderService/WatchResults"
 
@@ -96,7 +96,16 @@ async def test_watch_and_other_calls_on_the_server_address(
 
     # Served: live results, as filtered, and the calls counted when they end.
     every = await live.watch()
-    failing = await live.watch(verdicts=[result_pb2.VERDICT_FAIL])
+    # A gzip-compressed request is taken too.
+    before = len(live.server.live.hub)
+    failing = Watch(
+        live.stub.WatchResults(
+            grader_service_pb2.WatchResultsRequest(verdicts=[result_pb2.VERDICT_FAIL]),
+            compression=grpc.Compression.Gzip,
+        )
+    )
+    live.tasks.append(asyncio.get_running_loop().create_task(failing.read()))
+    await eventually(lambda: len(live.server.live.hub) > before, what="the gzip watcher")
     await asyncio.to_thread(
         drive, "grpc", live.grpc_endpoint, tmp_path / "spans.json", 3, "dual-agent"
     )
@@ -149,8 +158,6 @@ async def test_the_front_refuses_as_grpc_aio_does(make_live: LiveFactory) -> Non
 
 
 async def _authorized_watch(live: Live, bearer: tuple[tuple[str, str], ...]) -> object:
-    from live.conftest import Watch  # noqa: PLC0415
-
     before = len(live.server.live.hub)
     watch = Watch(live.stub.WatchResults(grader_service_pb2.WatchResultsRequest(), metadata=bearer))
     live.tasks.append(asyncio.get_running_loop().create_task(watch.read()))

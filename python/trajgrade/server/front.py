@@ -26,6 +26,8 @@ from trajgrade.live.watch import WatchHub, core_hub
 from trajgrade.server.settings import Settings
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+# A unix socket's path holds at most 107 bytes (sun_path); "/grader.sock" takes 12.
+_MAX_SOCKET_DIR = 90
 # How often the front's ended WatchResults calls are counted in the RPC metrics.
 _COUNT_EVERY_S = 1.0
 
@@ -52,6 +54,9 @@ class CoreFront:
         self.core = core_hub(settings.watch_queue_size)
         hub.core = self.core
         self._directory = Path(tempfile.mkdtemp(prefix="trajgrade-"))  # 0700
+        if len(str(self._directory)) > _MAX_SOCKET_DIR:  # a long TMPDIR
+            self._directory.rmdir()
+            self._directory = Path(tempfile.mkdtemp(prefix="trajgrade-", dir="/tmp"))
         self.upstream = self._directory / "grader.sock"
         self._fronts: list[_core.GraderFront] = []
         self._counting: asyncio.Task[None] | None = None

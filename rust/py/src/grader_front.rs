@@ -17,6 +17,7 @@ use bytes::Bytes;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pyo3::prelude::*;
+use tonic::codec::CompressionEncoding;
 use tonic::codegen::{http, BoxFuture, Context, Poll, Service, StdError};
 use tonic::server::Grpc;
 use tonic::Status;
@@ -125,7 +126,10 @@ where
         }
         let max = self.max_message_bytes;
         Box::pin(async move {
-            let mut grpc = Grpc::new(RawCodec).apply_max_message_size_config(Some(max), Some(max));
+            // Compressed requests are taken as grpc.aio takes them; answers go uncompressed.
+            let mut grpc = Grpc::new(RawCodec)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .apply_max_message_size_config(Some(max), Some(max));
             Ok(grpc.server_streaming(WatchService { hub, started }, request).await)
         })
     }
