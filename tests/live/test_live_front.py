@@ -127,10 +127,8 @@ async def test_watch_and_other_calls_on_the_server_address(
 
 
 async def test_the_front_refuses_as_grpc_aio_does(make_live: LiveFactory) -> None:
-    """Bytes that are no WatchResultsRequest and a missing token: the same status, message and
-    ErrorInfo from both. A drain ends the front's streams with SHUTTING_DOWN. (grpc.aio's own
-    stream may instead be cut by its server's stop, "Cancelling all calls", before its status
-    is sent: a race of grpc.aio's that the front does not have.)"""
+    """Bytes that are no WatchResultsRequest, a missing token and a drain: the same status,
+    message and ErrorInfo from both."""
     token = "s3cret"
     answers = []
     for front in (True, False):
@@ -138,17 +136,18 @@ async def test_the_front_refuses_as_grpc_aio_does(make_live: LiveFactory) -> Non
         bearer = (("authorization", f"Bearer {token}"),)
         invalid = await refusal(live, b"\xff\xff\xff", metadata=bearer)
         unauthenticated = await refusal(live, b"")
-        answers.append((described(invalid), described(unauthenticated)))
-        if front:
-            watch = await asyncio.wait_for(_authorized_watch(live, bearer), 30)
-            await live.server.shutdown(grace=2)
-            await eventually(lambda watch=watch: watch.done, what="the stream's end")
-            assert watch.error is not None
-            code, message, reason, _ = described(watch.error)
-            assert (code, reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
-            assert message == "the server is shutting down; watch another replica"
+        watch = await asyncio.wait_for(_authorized_watch(live, bearer), 30)
+        await live.server.shutdown(grace=2)
+        await eventually(lambda watch=watch: watch.done, what="the stream's end")
+        assert watch.error is not None, front
+        answers.append((described(invalid), described(unauthenticated), described(watch.error)))
     assert answers[0] == answers[1]
-    invalid, unauthenticated = answers[0]
+    invalid, unauthenticated, drained = answers[0]
+    assert drained[:3] == (
+        grpc.StatusCode.UNAVAILABLE,
+        "the server is shutting down; watch another replica",
+        "SHUTTING_DOWN",
+    )
     assert invalid[:3] == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "not a WatchResultsRequest: its bytes do not parse (protobuf)",

@@ -173,15 +173,15 @@ class WatchHub:
         self.closed = True
         if self.core is not None:
             self.core.close()
+        for watcher in self._watchers:
+            watcher.queue.put_nowait(CLOSED)
+        self._watchers.clear()
 
     def collect_timing(self) -> None:
         """The core's streams' dequeue stamps, into the debug timing."""
         if self.core is not None and self.timing is not None:
             for key, at in self.core.take_dequeued():
                 self.timing.dequeued(key, at)
-        for watcher in self._watchers:
-            watcher.queue.put_nowait(CLOSED)
-        self._watchers.clear()
 
 
 def watch_handler(hub_of: Callable[[], WatchHub | None], metrics: Any) -> grpc.GenericRpcHandler:
