@@ -707,39 +707,40 @@ def _ms(ns: float) -> float:
     return ns / 1e6
 
 
+def watched_stream(server: Server, args: argparse.Namespace) -> Paced:
+    """The latency row's paced stream to `server` with a WatchResults reader; stops it."""
+    try:
+        return paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
+    finally:
+        server.stop()
+
+
+def latencies_ms(stream: Paced, offset_ns: float) -> list[float]:
+    """Each run's root end to its result at the reader, minus `offset_ns` (the settle time)."""
+    return [_ms(stream.arrived[t] - end - offset_ns) for t, (end, _) in stream.ends.items()]
+
+
 def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat: int) -> None:
     # The floor for the same stream: gRPC's own cost of one export per run, and the latency of
     # the transport both ways (each root echoed to a WatchResults reader as its export comes).
-    floor = start_floor()
-    try:
-        stream = paced(floor, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
-    finally:
-        floor.stop()
-    floor_latencies = [_ms(stream.arrived[t] - end) for t, (end, _) in stream.ends.items()]
+    stream = watched_stream(start_floor(), args)
+    m.row_done("paced_floor")
+    floor_latencies = latencies_ms(stream, 0.0)
     m.add("paced_floor", stream.achieved, (stream.cpu_s, len(stream.ends)))
     m.add("floor_p50", pct(floor_latencies, 0.5))
     m.add("floor_p99", pct(floor_latencies, 0.99))
-    m.row_done("paced_floor")
     timing = workdir / f"timing-{repeat}.tsv" if args.split else None
-    server = start_trajgrade(workdir, args.settle_s, timing=timing)
-    try:
-        stream = paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
-    finally:
-        server.stop()
+    stream = watched_stream(start_trajgrade(workdir, args.settle_s, timing=timing), args)
     m.row_done("latency")
     settle_ns = args.settle_s * 1e9
-    latencies = [_ms(stream.arrived[t] - end - settle_ns) for t, (end, _) in stream.ends.items()]
+    latencies = latencies_ms(stream, settle_ns)
     m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
     m.add("p99", pct(latencies, 0.99))
     m.add("achieved", stream.achieved)
     # The same stream with grpc.aio writing the WatchResults stream (--no-core-front).
-    server = start_trajgrade(workdir, args.settle_s, front=False)
-    try:
-        aio = paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
-    finally:
-        server.stop()
+    aio = watched_stream(start_trajgrade(workdir, args.settle_s, front=False), args)
     m.row_done("latency_aio")
-    aio_latencies = [_ms(aio.arrived[t] - end - settle_ns) for t, (end, _) in aio.ends.items()]
+    aio_latencies = latencies_ms(aio, settle_ns)
     m.add("aio_p50", pct(aio_latencies, 0.5), (aio.cpu_s, len(aio.ends)))
     m.add("aio_p99", pct(aio_latencies, 0.99))
     if timing is not None:

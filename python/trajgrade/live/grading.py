@@ -333,9 +333,12 @@ class LiveGrader:
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self._report = DrainReport()
-        # intake_keys(): the routes they were made for, and the keys.
+        # intake_keys(): the routes they were made for, the keys, and what the core's intake
+        # takes with them (their set, and the conversion of a key that holds no string).
         self._keys_for: Routes | None = None
         self._keys_list: list[str] = []
+        self._keys_taken: frozenset[str] = frozenset()
+        self._keys_convert = _converter([])
         # A routes reload is compiling on the grading thread: trips go there too, after it.
         self._reloading = False
         # Set by drain(): the grading thread grades no run after it (monotonic time).
@@ -479,10 +482,11 @@ class LiveGrader:
         it arrived); the partial success names what was not accepted. Malformed bytes raise
         ValueError, before anything is taken."""
         keys = self.intake_keys()
+        taken, convert = self._keys_taken, self._keys_convert  # made once per routes load
         if isinstance(request, bytes):
-            spans, rows = _incoming(request, keys)
+            spans, rows = _incoming(request, keys, taken, convert)
         else:
-            spans, rows = request.spans(keys, frozenset(keys), _converter(keys))
+            spans, rows = request.spans(keys, taken, convert)
         outcome = self.assembler.add_spans(spans, time.monotonic(), rows)
         self._after(outcome)
         rejected = outcome.rejected + outcome.late
@@ -499,6 +503,8 @@ class LiveGrader:
             if self.settings.live_group_by is not None:
                 keys.add(self.settings.live_group_by)
             self._keys_for, self._keys_list = routes, sorted(keys)
+            self._keys_taken = frozenset(self._keys_list)
+            self._keys_convert = _converter(self._keys_list)
         return self._keys_list
 
     def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
@@ -1054,12 +1060,20 @@ def _left(deadline: float | None, margin: float) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0) + margin
 
 
-def _incoming(request: bytes, keys: list[str]) -> tuple[list[LiveSpan], list[SpanRow]]:
+def _incoming(
+    request: bytes,
+    keys: list[str],
+    taken: frozenset[str] | None = None,
+    convert: Callable[[bytes, bool], dict[str, Any]] | None = None,
+) -> tuple[list[LiveSpan], list[SpanRow]]:
     """The spans of one traces export request (protobuf bytes) as assembly holds them, and
     their rows (the spans of one trace in a row), made in the core: ids, flags, the end-of-run
     marker, the bytes the core maps at completion, and of the attributes only `keys` (routing,
-    grouping, the service name)."""
-    return _core.otlp_spans(request, keys, frozenset(keys), _converter(keys))
+    grouping, the service name). `taken` and `convert` as made for `keys` (by default, made
+    here)."""
+    taken = frozenset(keys) if taken is None else taken
+    convert = _converter(keys) if convert is None else convert
+    return _core.otlp_spans(request, keys, taken, convert)
 
 
 def _converter(keys: list[str]) -> Callable[[bytes, bool], dict[str, Any]]:
