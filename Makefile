@@ -67,7 +67,7 @@ format:
 BUF_AGAINST ?= .git\#branch=main,subdir=proto
 
 .PHONY: lint ## ruff, rustfmt, clippy, proto drift checks, hadolint, kubeconform
-lint: lint-docker lint-k8s check-proto-go
+lint: lint-docker lint-k8s check-proto-go lint-go
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
 	cd rust && $(CARGO) fmt --all --check
@@ -165,6 +165,14 @@ check-proto-go: proto-go
 	git diff --exit-code -- clients/go/gen
 	@test -z "$$(git status --porcelain -- clients/go/gen)" || \
 		{ echo "untracked files in clients/go/gen"; git status --porcelain -- clients/go/gen; exit 1; }
+
+# gofmt and go vet over the Go code written here (the generated clients/go/gen is checked above).
+.PHONY: lint-go
+lint-go:
+	@test -z "$$(gofmt -l clients/go/cmd clients/go/trajgrade bench/live_sender)" || \
+		{ echo "gofmt would change:"; gofmt -l clients/go/cmd clients/go/trajgrade bench/live_sender; exit 1; }
+	cd clients/go && GOFLAGS=-mod=readonly $(GO) vet ./cmd/... ./trajgrade/...
+	cd bench/live_sender && GOFLAGS=-mod=readonly $(GO) vet .
 
 .PHONY: clients ## build the Go, Node, Java and Rust clients (each fetches its own dependencies)
 clients:

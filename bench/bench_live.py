@@ -12,21 +12,26 @@ server process's CPU seconds over the row, from /proc, with its share per run).
   discards it (until the last export returned). Each root span carries the end marker, so no
   settle time. Target: >= 70% of the floor. A second row adds one WatchResults follower and
   ends at its last result: what following costs (one gRPC message per result), not the target.
-- latency: the sender model of a live agent host: each run is made live by the SDK and its
-  spans exported as soon as its root ends, one export per run, by `--latency-senders`
-  processes that share the paced `--rate` (each export waits for its answer, as the SDK's
-  exporter does, so one process alone cannot keep 1,000 exports/s). Time from each root
-  span's end (its `end_time`) to its result at a WatchResults reader in its own process,
-  minus `--settle-s`. Target: p99 < 5 ms. Before it, the floor takes the same paced stream
-  (its server CPU per run is gRPC's own cost of one export per run) and echoes each root's
-  trace id at once to the same kind of reader on a WatchResults stream of its own: the latency
-  of the senders, the transport both ways and the reader, with nothing graded. After it, the
-  same stream to a server started with `--no-core-front` (grpc.aio writing the WatchResults
-  stream, as before 2026-12-06; its ratio is its p99 over the front's). With `--split`, the
-  server's debug timing (TRAJGRADE_LIVE_TIMING, trajgrade/live/timing.py) splits each run's
-  time: sender (root end -> export call), encode and gRPC (-> the server's handler), server
-  (handler -> published, minus settle: the settle timer's lateness, then the grading), and
-  the watcher (published -> read), plus the server's collections during the stream.
+- latency: the sender model of a live agent host: each run is made live by an OpenTelemetry
+  SDK and its spans exported as soon as its root ends, one export per run, by
+  `--latency-senders` senders that share the paced `--rate` (each export waits for its
+  answer, as the SDKs' exporters do). Two SDKs in turn (`--latency-sdk`): the Go SDK's
+  OTLP/gRPC exporter (bench/live_sender, goroutines of one process; about 0.3 ms of CPU per
+  run) and the Python SDK's (processes; about 1.1-1.5 ms of CPU per run, so at 1,000 runs/s
+  the Python senders alone take most of a 2-core machine and every row waits for a CPU).
+  Time from each root span's end (its `end_time`) to its result at a WatchResults reader in
+  its own process, minus `--settle-s`. Target: p99 < 5 ms. Before it, the floor takes the same
+  paced stream (its server CPU per run is gRPC's own cost of one export per run) and echoes
+  each root's trace id at once to the same kind of reader on a WatchResults stream of its own:
+  the latency of the senders, the transport both ways and the reader, with nothing graded.
+  With the first SDK, after it, the same stream to a server started with `--no-core-front`
+  (grpc.aio writing the WatchResults stream, as before 2026-12-06; its ratio is its p99 over
+  the front's). With `--split`, the server's debug timing (TRAJGRADE_LIVE_TIMING,
+  trajgrade/live/timing.py) splits each run's time (first SDK): sender (root end -> export
+  call), encode and gRPC (-> the server's handler), server (handler -> published, minus
+  settle: the settle timer's lateness, then the grading), and the watcher (published ->
+  read), plus the server's collections during the stream. Each row also shows the CPU time
+  the hypervisor gave to other guests meanwhile (steal).
   (Before 2026-12-06 the paced sender ended all runs due in a 10 ms tick and exported them in
   one request, so a run's root had ended several ms before its spans left the sender.)
 - RSS: peak RSS (VmHWM) of a fresh server after a `--rss-short-s` and a `--rss-long-s`
@@ -49,6 +54,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -99,6 +105,17 @@ def free_port() -> int:
 
 def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """All CPUs' steal and total time so far (/proc/stat), in ticks; zeros where unknown."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except OSError:
+        return 0, 0
+    # user nice system idle iowait irq softirq steal (guest times are within user and nice)
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
 
 
 # --- spans, by the OTel SDK ---------------------------------------------------------------------
@@ -206,7 +223,7 @@ def paced_sender(  # noqa: PLR0917 - a multiprocessing target: positional argume
     sink = exporter(port)
     ends: dict[str, tuple[int, int]] = {}
     barrier.wait()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     sent = 0
     tick = 0.01 if spread else 1 / traces_per_s
     running: list[Any] = []
@@ -226,7 +243,7 @@ def paced_sender(  # noqa: PLR0917 - a multiprocessing target: positional argume
         pause = start + (int(elapsed / tick) + 1) * tick - time.perf_counter()
         if pause > 0:
             time.sleep(pause)
-    out.put((ends, sent / (time.perf_counter() - start)))
+    out.put((ends, sent / (time.perf_counter() - start), time.process_time() - cpu))
     sink.shutdown()
 
 
@@ -574,6 +591,7 @@ class Paced:
     arrived: dict[str, int]
     achieved: float
     cpu_s: float
+    sender_cpu_s: float = 0.0  # the senders' CPU over the stream (their own count)
 
 
 def paced(
@@ -593,15 +611,72 @@ def paced(
     )
     barrier.wait(timeout=300)
     ends: dict[str, tuple[int, int]] = {}
-    achieved = 0.0
+    achieved = sender_cpu = 0.0
     for _ in procs:
-        sent, rate_ = out.get(timeout=seconds + 600)
+        sent, rate_, sender_cpu_s = out.get(timeout=seconds + 600)
         ends |= sent
         achieved += rate_
+        sender_cpu += sender_cpu_s
     for p in procs:
         p.join()
     arrived = {} if watcher is None else watcher.results(len(ends), timeout=120)
-    return Paced(ends, arrived, achieved, server.cpu_s() - cpu)
+    return Paced(ends, arrived, achieved, server.cpu_s() - cpu, sender_cpu)
+
+
+# --- the Go SDK's sender (bench/live_sender) ---------------------------------------------------
+
+GO_SENDER = Path(__file__).resolve().with_name("live_sender")
+
+
+def go_sender() -> Path:
+    """bench/live_sender built (again when its sources are newer than the binary)."""
+    binary = GO_SENDER / "bin" / "live_sender"
+    sources = [GO_SENDER / name for name in ("main.go", "go.mod", "go.sum")]
+    newest = max(source.stat().st_mtime for source in sources)
+    if not binary.exists() or binary.stat().st_mtime < newest:
+        go = shutil.which("go")
+        if go is None:
+            raise RuntimeError("the Go SDK's sender needs Go to build; or --latency-sdk python")
+        env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+        command = [go, "build", "-o", str(binary), "."]
+        subprocess.run(command, cwd=GO_SENDER, env=env, check=True)
+    return binary
+
+
+def go_paced(server: Server, traces_per_s: float, seconds: float, workers: int) -> Paced:
+    """paced() with the OpenTelemetry Go SDK's exporter as the agent host: one process,
+    `workers` goroutines sharing the rate, each exporting one run at a time as its root ends
+    (bench/live_sender/main.go), read by a WatchResults reader."""
+    watcher = Watcher(server)
+    command = [
+        str(go_sender()),
+        "-endpoint", f"127.0.0.1:{server.otlp_port}",
+        "-rate", str(traces_per_s),
+        "-seconds", str(seconds),
+        "-workers", str(workers),
+    ]  # fmt: skip
+    sender = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert sender.stdin is not None and sender.stdout is not None
+    if sender.stdout.readline().strip() != "ready":
+        sender.kill()
+        raise RuntimeError("the Go SDK's sender did not start")
+    cpu = server.cpu_s()
+    output, _ = sender.communicate("go\n", timeout=seconds + 600)
+    if sender.returncode != 0:
+        raise RuntimeError(f"the Go SDK's sender failed (exit code {sender.returncode})")
+    ends: dict[str, tuple[int, int]] = {}
+    achieved, failed, sender_cpu = 0.0, 0, 0.0
+    for line in output.splitlines():
+        first, *rest = line.split()
+        if first == "achieved":
+            achieved, failed, sender_cpu = float(rest[0]), int(rest[1]), float(rest[2])
+        else:
+            second, third = rest
+            ends[first] = (int(second), int(third))
+    if failed:
+        raise RuntimeError(f"{failed} of the Go SDK's exports failed")
+    arrived = watcher.results(len(ends), timeout=120)
+    return Paced(ends, arrived, achieved, server.cpu_s() - cpu, sender_cpu)
 
 
 def cpu_per_run(workdir: Path, args: argparse.Namespace, early: bool) -> tuple[float, float]:
@@ -636,7 +711,15 @@ def main() -> int:
         "--latency-senders",
         type=int,
         default=4,
-        help="latency: exporter processes sharing --rate (one export per run each)",
+        help="latency and RSS: senders sharing --rate, each exporting one run at a time "
+        "(Python SDK: processes; Go SDK: goroutines of one process)",
+    )
+    parser.add_argument(
+        "--latency-sdk",
+        default="go,python",
+        help="latency: the senders' OpenTelemetry SDKs, in turn, comma-separated: go "
+        "(bench/live_sender, goroutines), python (processes); the first also gets the "
+        "grpc.aio row and --split",
     )
     parser.add_argument("--latency-s", type=float, default=5.0)
     parser.add_argument("--settle-s", type=float, default=0.05)
@@ -665,6 +748,9 @@ def main() -> int:
     parser.add_argument("--early-s", type=float, default=10.0, help="early rows: seconds")
     args = parser.parse_args()
     args.rows = set(args.rows.split(","))
+    args.latency_sdk = args.latency_sdk.split(",")
+    if not args.latency_sdk or set(args.latency_sdk) - set(SDK_LABEL):
+        parser.error(f"--latency-sdk: pick from {sorted(SDK_LABEL)}")
     unknown = args.rows - ROWS
     if unknown:
         parser.error(f"unknown rows {sorted(unknown)}; pick from {sorted(ROWS)}")
@@ -696,8 +782,18 @@ class Measurements:
         if cpu is not None:
             self.cpu.setdefault(name, []).append(cpu)
 
+    # /proc/stat's (steal, total) CPU ticks when the last row was done (or measuring began).
+    mark: tuple[int, int] = field(default_factory=cpu_ticks)
+
     def row_done(self, name: str) -> None:
-        self.loads.setdefault(name, []).append(loadavg())
+        """The load average now, and the share of the CPU time since the last row that the
+        hypervisor gave to other guests (steal: this virtual machine's CPUs were runnable
+        but not running; a row measured under heavy steal is noisy)."""
+        now = cpu_ticks()
+        total = now[1] - self.mark[1]
+        steal = (now[0] - self.mark[0]) / total if total else 0.0
+        self.mark = now
+        self.loads.setdefault(name, []).append(f"{loadavg()}, steal {steal:.0%}")
 
     def med(self, name: str) -> float:
         return statistics.median(self.values[name])
@@ -707,9 +803,12 @@ def _ms(ns: float) -> float:
     return ns / 1e6
 
 
-def watched_stream(server: Server, args: argparse.Namespace) -> Paced:
-    """The latency row's paced stream to `server` with a WatchResults reader; stops it."""
+def watched_stream(server: Server, args: argparse.Namespace, sdk: str = "python") -> Paced:
+    """The latency row's paced stream to `server` with a WatchResults reader, sent by the
+    `sdk`'s exporter (go: bench/live_sender; python: paced_sender); stops the server."""
     try:
+        if sdk == "go":
+            return go_paced(server, args.rate, args.latency_s, args.latency_senders)
         return paced(server, args.rate, args.latency_s, watch=True, senders=args.latency_senders)
     finally:
         server.stop()
@@ -721,30 +820,37 @@ def latencies_ms(stream: Paced, offset_ns: float) -> list[float]:
 
 
 def latency_row(args: argparse.Namespace, workdir: Path, m: Measurements, repeat: int) -> None:
-    # The floor for the same stream: gRPC's own cost of one export per run, and the latency of
-    # the transport both ways (each root echoed to a WatchResults reader as its export comes).
-    stream = watched_stream(start_floor(), args)
-    m.row_done("paced_floor")
-    floor_latencies = latencies_ms(stream, 0.0)
-    m.add("paced_floor", stream.achieved, (stream.cpu_s, len(stream.ends)))
-    m.add("floor_p50", pct(floor_latencies, 0.5))
-    m.add("floor_p99", pct(floor_latencies, 0.99))
-    timing = workdir / f"timing-{repeat}.tsv" if args.split else None
-    stream = watched_stream(start_trajgrade(workdir, args.settle_s, timing=timing), args)
-    m.row_done("latency")
+    """Per sender SDK, in turn: the floor, the server, and (first SDK only) the server with
+    grpc.aio writing WatchResults; --split cuts the first SDK's server stream."""
     settle_ns = args.settle_s * 1e9
-    latencies = latencies_ms(stream, settle_ns)
-    m.add("p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
-    m.add("p99", pct(latencies, 0.99))
-    m.add("achieved", stream.achieved)
-    # The same stream with grpc.aio writing the WatchResults stream (--no-core-front).
-    aio = watched_stream(start_trajgrade(workdir, args.settle_s, front=False), args)
-    m.row_done("latency_aio")
-    aio_latencies = latencies_ms(aio, settle_ns)
-    m.add("aio_p50", pct(aio_latencies, 0.5), (aio.cpu_s, len(aio.ends)))
-    m.add("aio_p99", pct(aio_latencies, 0.99))
-    if timing is not None:
-        split_rows(timing, stream, settle_ns, m)
+    for index, sdk in enumerate(args.latency_sdk):
+        first = index == 0
+        # The floor for the same stream: gRPC's own cost of one export per run, and the
+        # latency of the transport both ways (each root echoed to a reader as its export comes).
+        stream = watched_stream(start_floor(), args, sdk)
+        m.row_done(f"{sdk}:paced_floor")
+        floor_latencies = latencies_ms(stream, 0.0)
+        m.add(f"{sdk}:paced_floor", stream.achieved, (stream.cpu_s, len(stream.ends)))
+        m.add(f"{sdk}:floor_p50", pct(floor_latencies, 0.5))
+        m.add(f"{sdk}:floor_p99", pct(floor_latencies, 0.99))
+        timing = workdir / f"timing-{repeat}.tsv" if args.split and first else None
+        stream = watched_stream(start_trajgrade(workdir, args.settle_s, timing=timing), args, sdk)
+        m.row_done(f"{sdk}:latency")
+        latencies = latencies_ms(stream, settle_ns)
+        m.add(f"{sdk}:p50", pct(latencies, 0.5), (stream.cpu_s, len(stream.ends)))
+        m.add(f"{sdk}:p99", pct(latencies, 0.99))
+        m.add(f"{sdk}:achieved", stream.achieved)
+        m.add(f"{sdk}:sender_us", stream.sender_cpu_s / len(stream.ends) * 1e6)
+        if timing is not None:
+            split_rows(timing, stream, settle_ns, m)
+        if not first:
+            continue
+        # The same stream with grpc.aio writing the WatchResults stream (--no-core-front).
+        aio = watched_stream(start_trajgrade(workdir, args.settle_s, front=False), args, sdk)
+        m.row_done(f"{sdk}:latency_aio")
+        aio_latencies = latencies_ms(aio, settle_ns)
+        m.add(f"{sdk}:aio_p50", pct(aio_latencies, 0.5), (aio.cpu_s, len(aio.ends)))
+        m.add(f"{sdk}:aio_p99", pct(aio_latencies, 0.99))
 
 
 def split_rows(timing: Path, stream: Paced, settle_ns: float, m: Measurements) -> None:
@@ -851,6 +957,75 @@ def met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+SDK_LABEL = {"go": "Go SDK", "python": "Python SDK"}
+
+
+def latency_rows(  # noqa: PLR0917 - report()'s pieces, passed on
+    args: argparse.Namespace,
+    m: Measurements,
+    sdk: str,
+    first: bool,
+    cpu: Any,
+    last: dict[str, str],
+) -> list[list[str]]:
+    """The latency rows of one sender SDK (the grpc.aio row and the split with the first)."""
+    med, label = m.med, SDK_LABEL[sdk]
+    p99 = med(f"{sdk}:p99")
+    unit = "goroutines in one process" if sdk == "go" else "processes"
+    rows = [
+        [
+            f"floor: the same paced stream, echoed, {label} senders, at "
+            f"{rate(med(f'{sdk}:paced_floor'))} traces/s",
+            f"p50 {med(f'{sdk}:floor_p50'):.2f} ms, p99 {med(f'{sdk}:floor_p99'):.2f} ms",
+            "",
+            cpu(f"{sdk}:paced_floor"),
+            last[f"{sdk}:paced_floor"],
+        ],
+        [
+            f"root end -> WatchResults, minus settle, {label} senders, at "
+            f"{rate(med(f'{sdk}:achieved'))} traces/s",
+            f"p50 {med(f'{sdk}:p50'):.2f} ms, p99 {p99:.2f} ms",
+            "",
+            cpu(f"{sdk}:p50"),
+            last[f"{sdk}:latency"],
+        ],
+        [
+            f"  the senders' CPU ({args.latency_senders} {unit})",
+            f"{med(f'{sdk}:sender_us'):,.0f} us/run",
+            "",
+            "",
+            "",
+        ],
+    ]
+    if not first:
+        return rows
+    rows.append(
+        [
+            "  the same, WatchResults written by grpc.aio (--no-core-front)",
+            f"p50 {med(f'{sdk}:aio_p50'):.2f} ms, p99 {med(f'{sdk}:aio_p99'):.2f} ms",
+            ratio(med(f"{sdk}:aio_p99") / p99),
+            cpu(f"{sdk}:aio_p50"),
+            last[f"{sdk}:latency_aio"],
+        ]
+    )
+    if "server_p99" in m.values:
+        blank = ["", "", ""]
+        rows += [
+            [label, f"p50 {med(name + '_p50'):.2f} ms, p99 {med(name + '_p99'):.2f} ms", *blank]
+            for name, label in SPLIT
+            if name + "_p50" in m.values
+        ]
+        rows += [
+            [
+                f"  server: generation {g} collections",
+                f"{med(f'gc{g}_n'):,.0f}, longest {med(f'gc{g}_max'):.2f} ms",
+                *blank,
+            ]
+            for g in (0, 1, 2)
+        ]
+    return rows
+
+
 def report(args: argparse.Namespace, m: Measurements) -> None:
     med = m.med
     last = {name: loads[-1] for name, loads in m.loads.items()}
@@ -890,51 +1065,8 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
                 last["follow"],
             ],
         ]
-    p99 = achieved = 0.0
-    if "p99" in m.values:
-        p99, achieved = med("p99"), med("achieved")
-        rows.append(
-            [
-                f"floor: the same paced stream, echoed, at {rate(med('paced_floor'))} traces/s",
-                f"p50 {med('floor_p50'):.2f} ms, p99 {med('floor_p99'):.2f} ms",
-                "",
-                cpu("paced_floor"),
-                last["paced_floor"],
-            ]
-        )
-        rows.append(
-            [
-                f"root end -> WatchResults, minus settle, at {rate(achieved)} traces/s",
-                f"p50 {med('p50'):.2f} ms, p99 {p99:.2f} ms",
-                "",
-                cpu("p50"),
-                last["latency"],
-            ]
-        )
-        rows.append(
-            [
-                "  the same, WatchResults written by grpc.aio (--no-core-front)",
-                f"p50 {med('aio_p50'):.2f} ms, p99 {med('aio_p99'):.2f} ms",
-                ratio(med("aio_p99") / p99),
-                cpu("aio_p50"),
-                last["latency_aio"],
-            ]
-        )
-        if "server_p99" in m.values:
-            blank = ["", "", ""]
-            rows += [
-                [label, f"p50 {med(name + '_p50'):.2f} ms, p99 {med(name + '_p99'):.2f} ms", *blank]
-                for name, label in SPLIT
-                if name + "_p50" in m.values
-            ]
-            rows += [
-                [
-                    f"  server: generation {g} collections",
-                    f"{med(f'gc{g}_n'):,.0f}, longest {med(f'gc{g}_max'):.2f} ms",
-                    *blank,
-                ]
-                for g in (0, 1, 2)
-            ]
+    for index, sdk in enumerate(args.latency_sdk if "latency" in args.rows else []):
+        rows += latency_rows(args, m, sdk, index == 0, cpu, last)
     short = long_ = 0.0
     if "rss_short" in m.values:
         short, long_ = med("rss_short"), med("rss_long")
@@ -976,20 +1108,25 @@ def report(args: argparse.Namespace, m: Measurements) -> None:
         table(
             f"Live grading: medians of {args.repeats} repeats, {args.senders} throughput "
             f"exporter processes ({args.batch} spans per export), {args.latency_senders} "
-            f"latency exporter processes (one export per run), {SPANS_PER_TRACE} spans per "
+            f"latency senders (one export per run each), {SPANS_PER_TRACE} spans per "
             f"run, core build {_core_profile()}",
-            ["row", "median", "ratio", "server CPU", "load average (1/5/15 min)"],
+            ["row", "median", "ratio", "server CPU", "load average (1/5/15 min), last repeat"],
             rows,
         )
     )
     if "graded" in m.values:
         print(f"targets: throughput >= 70% of floor: {met(live_rate >= 0.7 * floor_rate)}", end="")
         print(f" ({live_rate / floor_rate:.0%})")
-    if "p99" in m.values:
+    for sdk in args.latency_sdk if "latency" in args.rows else []:
+        p99, achieved = med(f"{sdk}:p99"), med(f"{sdk}:achieved")
         sustained = (
             "" if achieved >= args.rate * 0.95 else "; the senders could not sustain the rate"
         )
-        print(f"p99 < 5 ms: {met(p99 < 5)} ({p99:.2f} ms at {rate(achieved)} traces/s{sustained})")
+        print(
+            f"p99 < 5 ms, {SDK_LABEL[sdk]} senders: {met(p99 < 5)} ({p99:.2f} ms at "
+            f"{rate(achieved)} traces/s; the floor's p99 {med(f'{sdk}:floor_p99'):.2f} ms, the "
+            f"senders' CPU {med(f'{sdk}:sender_us'):,.0f} us/run{sustained})"
+        )
     if "rss_short" in m.values:
         change = long_ / short - 1
         print(f"RSS flat within 10%: {met(abs(change) <= 0.10)} ({change:+.1%})")

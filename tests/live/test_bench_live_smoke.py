@@ -30,7 +30,11 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
         "trajgrade serve: ingest, assemble, grade (to the sink)",
         "... + one WatchResults follower",
         "root end -> WatchResults, minus settle",
-        "floor: the same paced stream",
+        "floor: the same paced stream, echoed, Go SDK senders",
+        "floor: the same paced stream, echoed, Python SDK senders",
+        "root end -> WatchResults, minus settle, Python SDK senders",
+        "the senders' CPU (2 goroutines in one process)",
+        "the senders' CPU (2 processes)",
         "sender: root end -> export call",
         "server: handler -> published, minus settle",
         "published -> WatchResults reader",
@@ -44,6 +48,8 @@ def test_bench_live_smoke_run_prints_the_table() -> None:
     ):
         assert row in out, out
     assert "targets: throughput >= 70% of floor:" in out
+    assert "p99 < 5 ms, Go SDK senders:" in out and "p99 < 5 ms, Python SDK senders:" in out
+    assert "steal" in out
     assert "us/run" in out  # the server CPU column
     assert "load average" in out
 
