@@ -1,7 +1,8 @@
 """grpcurl, with no proto files at all, finds the API by reflection and grades a trace.
 
-grpcurl is installed with `go install ...@latest` into clients/.tools/bin (ignored by git) the
-first time; later runs reuse it. The server is the real `trajgrade serve` on loopback.
+grpcurl is installed with `go install ...@v1.9.4` (the Makefile's GRPCURL_VERSION, by `make
+deps-test`, or here when run alone) into clients/.tools/bin (ignored by git) the first time;
+later runs reuse it. The server is the real `trajgrade serve` on loopback.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .clients_support import TOOLS_BIN, Expected, Server, as_dict, require, run
 pytestmark = pytest.mark.timeout(600)
 
 GRPCURL_PACKAGE = "github.com/fullstorydev/grpcurl/cmd/grpcurl"
-GRPCURL_VERSION = os.environ.get("GRPCURL_VERSION", "latest")
+GRPCURL_VERSION = os.environ.get("GRPCURL_VERSION", "v1.9.4")  # the Makefile's
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 IMPORTERS = HERE.parent / "importers"
 sys.path.insert(0, str(IMPORTERS))
 
-import fake_openai  # noqa: E402
+import fake_openai  # type: ignore[import-not-found]  # noqa: E402 - from IMPORTERS
 
 WEATHER_SUITE = """\
 name: weather
@@ -245,7 +245,8 @@ class Live:
             request_serializer=trace_service_pb2.ExportTraceServiceRequest.SerializeToString,
             response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString,
         )
-        return await call(request, **kwargs)
+        response: trace_service_pb2.ExportTraceServiceResponse = await call(request, **kwargs)
+        return response
 
     def metric(self, name: str, **labels: str) -> float:
         value = self.server.metrics.registry.get_sample_value(name, labels)

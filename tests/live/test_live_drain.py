@@ -432,7 +432,9 @@ async def test_writeback_refused_during_the_drain_is_a_loss(
     reports them as lost (exit 3), and its warning names the endpoint, not the grace period."""
     endpoint = grpc.aio.server()
     refusing = RefusingLogs()
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(refusing, endpoint)
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        refusing, endpoint
+    )
     port = endpoint.add_insecure_port("127.0.0.1:0")
     await endpoint.start()
     try:
@@ -448,7 +450,7 @@ async def test_writeback_refused_during_the_drain_is_a_loss(
         assert report.lost and not report.out_of_time
         assert len(live.sink_lines()) == 3  # graded and written: only the write-back lost
         (summary,) = [r for r in caplog.records if hasattr(r, "writeback_failed")]
-        assert summary.writeback_failed == failed  # type: ignore[attr-defined]
+        assert summary.writeback_failed == failed
         assert summary.getMessage().startswith("draining: results were lost: 0 of 3 open runs")
     finally:
         await endpoint.stop(0)

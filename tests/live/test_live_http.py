@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import aiohttp
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from trajgrade.live import otlp_http
 
 from .conftest import (
     LiveFactory,
@@ -137,3 +140,49 @@ async def test_malformed_unknown_and_unauthenticated(
     )
     assert malformed == 2
     assert live.metric("trajgrade_live_spans_total", outcome="accepted") == len(run)
+
+
+async def test_large_json_bodies_are_parsed_off_the_event_loop(
+    make_live: LiveFactory, spans_file: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The protobuf JSON mapping is Python (about 0.3 s a MB): a JSON body from
+    JSON_OFF_LOOP_BYTES is parsed on the receiver's own thread, so the loop goes on assembling
+    and grading meanwhile; a small one is parsed on the loop (no hand-over). Both are graded
+    as their protobuf form is, and a large malformed body is still a 400."""
+    threads: list[tuple[int, str]] = []
+    parse = otlp_http._parse
+
+    def recording(body: bytes, content_type: str, message: Any) -> None:
+        threads.append((len(body), threading.current_thread().name))
+        parse(body, content_type, message)
+
+    monkeypatch.setattr(otlp_http, "_parse", recording)
+    live = await make_live()
+    runs = list(by_trace(span_items(spans_file)).values())[:2]
+    large = export_request(runs[0])
+    # Padding an attribute the suite does not read: the body is over the threshold.
+    large.resource_spans[0].scope_spans[0].spans[0].attributes.add(
+        key="padding", value=common_pb2.AnyValue(string_value="x" * otlp_http.JSON_OFF_LOOP_BYTES)
+    )
+    small = export_request(runs[1])
+    url = live.http_endpoint + "/v1/traces"
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession() as session:
+        for request in (large, small):
+            body = json.dumps(otlp_json(request)).encode()
+            async with session.post(url, data=body, headers=headers) as response:
+                assert response.status == 200, await response.text()
+        malformed = b'{"resourceSpans": [' + b" " * otlp_http.JSON_OFF_LOOP_BYTES + b"}"
+        async with session.post(url, data=malformed, headers=headers) as response:
+            assert response.status == 400
+            assert (await response.json())["code"] == code_pb2.INVALID_ARGUMENT
+    loop_thread = threading.current_thread().name  # the test's loop is the server's
+    assert [name for _, name in threads[:2]] == ["trajgrade-otlp-json_0", loop_thread]
+    assert threads[0][0] >= otlp_http.JSON_OFF_LOOP_BYTES > threads[1][0]
+    await eventually(lambda: len(live.sink_lines()) == 2)
+    expected = regrade_lines(
+        [write_pb(tmp_path / "runs.pb", export_request([*runs[0], *runs[1]]))],
+        live.suite("weather"),
+        tmp_path / "e.jsonl",
+    )
+    assert sorted(strip_live(line) for line in live.sink_lines()) == sorted(expected)

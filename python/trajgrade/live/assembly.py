@@ -103,6 +103,15 @@ class AddOutcome:
     def count(self, outcome: str, n: int = 1) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + n
 
+    def add(self, other: AddOutcome) -> None:
+        """Count `other` in too (the slices of one request: live/intake.py)."""
+        for outcome, n in other.counts.items():
+            self.count(outcome, n)
+        self.complete += other.complete
+        for key, n in other.late_runs.items():
+            self.late_runs[key] = self.late_runs.get(key, 0) + n
+        self.open_touched += other.open_touched
+
     @property
     def rejected(self) -> int:
         """Spans the exporter is told were not accepted (OTLP partial success)."""

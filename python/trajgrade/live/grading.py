@@ -12,6 +12,7 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import itertools
 import json
 import logging
 import operator
@@ -37,6 +38,7 @@ from trajgrade.live import early, timing
 from trajgrade.live.assembly import AddOutcome, Assembler, AssemblyConfig, Run
 from trajgrade.live.deadline import LoopDeadline
 from trajgrade.live.early import EarlySuite, EarlySuites
+from trajgrade.live.intake import Done, Intake, Steps, run_through, slices
 from trajgrade.live.records import LiveSpan, SpanRow, picked
 from trajgrade.live.routes import Routes, RoutesError, RoutesFile, SuiteRef
 from trajgrade.live.sink import JsonlSink, SinkWriter
@@ -60,6 +62,8 @@ _RUNS_PER_TRIP = 128
 # than on the grading thread: its two hand-offs (a wake-up of another thread, then of the
 # loop, and the GIL handed over each way) cost milliseconds on a busy machine.
 _INLINE_RUNS = 16
+# Late runs logged one line each per export; the rest of an export's in one line.
+_LATE_LINES = 5
 # ... and of at most the server's --inline-grade-bytes of spans and events (0: never), as
 # for a unary batch: a run's mapping and grading work grows with its size, and the loop also
 # serves every other caller (GradeTrace, the exporters), so a large trip goes to the thread.
@@ -305,6 +309,7 @@ class LiveGrader:
             )
         )
         self.hub = WatchHub(settings.watch_queue_size)
+        self.intake = Intake()
         # Gauges read at scrape, not set on every export, timer and trip.
         assembler = self.assembler
         metrics.open_traces.set_function(lambda: assembler.open_runs)
@@ -379,6 +384,13 @@ class LiveGrader:
         """SIGHUP: load the routes file again, changed or not."""
         self.metrics.routes_reloads.labels(self.routes.reload(force=True)).inc()
 
+    async def _close_intake(self, deadline: float | None) -> None:
+        """The exports already accepted are taken first (their runs are then open and graded
+        by the drain); any the grace period leaves no time for are answered UNAVAILABLE."""
+        untaken = await self.intake.close(_left(deadline, 0.0))
+        if untaken:
+            log.warning("draining: %d exports not taken in time: answered UNAVAILABLE", untaken)
+
     async def drain(self, grace_s: float | None = None) -> DrainReport:
         """SIGTERM: every open run graded as cut off (completion `shutdown`), its results
         published, written to the sink and written back, then the watchers' streams end.
@@ -390,8 +402,9 @@ class LiveGrader:
         """
         if self._closed:
             return self._report
-        self._closed = True
         deadline = None if grace_s is None else time.monotonic() + grace_s
+        await self._close_intake(deadline)
+        self._closed = True
         self._deadline = deadline
         failed_before = 0 if self._sink_writer is None else self._sink_writer.failed_rows
         refused_before = 0 if self.writer is None else self.writer.lost
@@ -477,22 +490,43 @@ class LiveGrader:
 
     # --- intake -------------------------------------------------------------------------------
 
-    def export_traces(self, request: bytes | _core.OtlpExport) -> ExportTracePartialSuccess:
+    def take_traces(self, request: bytes | _core.OtlpExport, done: Done) -> None:
         """Take one traces export (protobuf bytes, or the core transport's export, decoded as
-        it arrived); the partial success names what was not accepted. Malformed bytes raise
-        ValueError, before anything is taken."""
+        it arrived) in the intake's order (live/intake.py): `done` gets its partial success
+        (what was not accepted), now or once taken, or the exception that ended it
+        (ValueError: malformed, before anything was taken; ShuttingDownError)."""
+        self.intake.submit(self._traces_steps(request), done)
+
+    async def traces(self, request: bytes | _core.OtlpExport) -> ExportTracePartialSuccess:
+        """take_traces(), awaited (raises what it would pass to `done`)."""
+        return await self.intake.run(self._traces_steps(request))
+
+    def export_traces(self, request: bytes | _core.OtlpExport) -> ExportTracePartialSuccess:
+        """take_traces() in one piece, here, outside the intake's order (bench/live_stages.py
+        times the intake's cost with it)."""
+        return run_through(self._traces_steps(request))
+
+    def _traces_steps(self, request: bytes | _core.OtlpExport) -> Steps[ExportTracePartialSuccess]:
         keys = self.intake_keys()
         taken, convert = self._keys_taken, self._keys_convert  # made once per routes load
         if isinstance(request, bytes):
             spans, rows = _incoming(request, keys, taken, convert)
         else:
             spans, rows = request.spans(keys, taken, convert)
-        outcome = self.assembler.add_spans(spans, time.monotonic(), rows)
-        self._after(outcome)
-        rejected = outcome.rejected + outcome.late
+        # Slices of a request's rows; with --live-group-by one piece (a run is then not one
+        # trace, and a slice could end inside it).
+        pieces = slices(rows) if self.settings.live_group_by is None else iter([rows])
+        total = AddOutcome()
+        for index, piece in enumerate(pieces):
+            if index:
+                yield  # the loop's other work, then the next slice
+            outcome = self.assembler.add_spans(spans, time.monotonic(), piece)
+            self._after(outcome)
+            total.add(outcome)
+        rejected = total.rejected + total.late
         if not rejected:
             return ExportTracePartialSuccess()
-        return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(outcome))
+        return ExportTracePartialSuccess(rejected_spans=rejected, error_message=_why(total))
 
     def intake_keys(self) -> list[str]:
         """The attributes assembly and routing read of each span (one list per routes load:
@@ -507,8 +541,21 @@ class LiveGrader:
             self._keys_convert = _converter(self._keys_list)
         return self._keys_list
 
+    def take_logs(self, request: ExportLogsServiceRequest, done: Done) -> None:
+        """Take one logs export (the GenAI events of runs being assembled) in the intake's
+        order, as take_traces()."""
+        self.intake.submit(self._logs_steps(request), done)
+
+    async def logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
+        """take_logs(), awaited."""
+        return await self.intake.run(self._logs_steps(request))
+
     def export_logs(self, request: ExportLogsServiceRequest) -> ExportLogsPartialSuccess:
-        """Take one logs export: the GenAI events of runs being assembled."""
+        """take_logs() in one piece, here, outside the intake's order."""
+        return run_through(self._logs_steps(request))
+
+    def _logs_steps(self, request: ExportLogsServiceRequest) -> Steps[ExportLogsPartialSuccess]:
+        yield from ()  # one step (a generator: taken in the intake's order, when its turn comes)
         report = ImportReport()
         events = otlp.event_records(request, report)
         outcome = self.assembler.add_events(events, time.monotonic())
@@ -524,13 +571,26 @@ class LiveGrader:
             self._timing.completed(r.key for r in outcome.complete)
         for name, count in outcome.counts.items():
             self._child(self.metrics.spans, name).inc(count)
-        for key, count in outcome.late_runs.items():
-            self.metrics.late_traces.inc()
+        late = outcome.late_runs
+        if late:
+            self.metrics.late_traces.inc(len(late))
+        # A line per late run, up to a few an export (a replayed export can name thousands):
+        # then one line for the rest, with their counts.
+        for key, count in itertools.islice(late.items(), _LATE_LINES):
             log.warning(
                 "%d late spans for run %s, already graded: counted, not merged",
                 count,
                 key,
                 extra={"trace_id": key, "late_spans": count},
+            )
+        if len(late) > _LATE_LINES:
+            rest = list(late.values())[_LATE_LINES:]
+            log.warning(
+                "%d late spans for %d more runs of the same export, already graded: counted, "
+                "not merged",
+                sum(rest),
+                len(rest),
+                extra={"late_runs": len(rest), "late_spans": sum(rest)},
             )
         if outcome.complete:
             self._completed.put_nowait(outcome.complete)

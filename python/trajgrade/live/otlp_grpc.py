@@ -11,20 +11,25 @@ socket it is grpc.aio's (see otlp_grpc_server)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsPartialSuccess
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTracePartialSuccess
 
 from trajgrade import _core
 from trajgrade.live.grading import LiveGrader
+from trajgrade.live.intake import ShuttingDownError
 from trajgrade.server.auth import BearerTokenInterceptor
 from trajgrade.server.settings import Settings
+from trajgrade.server.tls import server_pem
 
 log = logging.getLogger("trajgrade.live")
 
@@ -66,16 +71,32 @@ class OtlpGrpcReceiver:
         if value and self.transport is not None:
             self.transport.set_draining()
 
-    def answer(self, logs: bool, body: bytes | _core.OtlpExport) -> bytes | Refusal:
-        """An export's response bytes, or the status it is refused with (the export's
-        protobuf bytes, or the core transport's export, whose spans it decoded)."""
+    def take(
+        self,
+        logs: bool,
+        body: bytes | _core.OtlpExport,
+        answer: Callable[[bytes | Refusal], None],
+    ) -> None:
+        """Take an export (its protobuf bytes, or the core transport's export, whose spans it
+        decoded) in the intake's order; `answer` gets its response bytes or the status it is
+        refused with, now or once it is taken (live/intake.py)."""
         if self._draining:
             # Retryable for an exporter (OTLP): its retry goes to a replica that is up.
-            return Refusal(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
-        return self._export_logs(body) if logs else self._export_traces(body)
+            answer(Refusal(grpc.StatusCode.UNAVAILABLE, "the server is shutting down"))
+            return
+        if not logs:
+            self.live.take_traces(body, lambda result: answer(self._traces_answer(result)))
+            return
+        message = logs_service_pb2.ExportLogsServiceRequest()
+        try:
+            message.ParseFromString(body if isinstance(body, bytes) else body.body())
+        except DecodeError as exc:
+            answer(self._malformed("logs", logs_service_pb2.ExportLogsServiceRequest, exc))
+            return
+        self.live.take_logs(message, lambda result: answer(self._logs_answer(result)))
 
     def on_readable(self) -> None:
-        """The loop's reader callback for the core's transport: answer every export waiting."""
+        """The loop's reader callback for the core's transport: take every export waiting."""
         assert self.transport is not None
         keys = self.live.intake_keys()
         if keys is not self._keys_sent:  # a routes load changed them (or the first export)
@@ -83,41 +104,40 @@ class OtlpGrpcReceiver:
             self._keys_sent = keys
         for export in self.transport.take():
             try:
-                answer = self.answer(export.logs, export)
+                self.take(export.logs, export, functools.partial(_send, export))
             except Exception:  # a defect: answered, logged, the other exports go on
                 log.exception("an OTLP/gRPC export could not be taken")
-                answer = Refusal(grpc.StatusCode.INTERNAL, "the export could not be taken")
-            if isinstance(answer, Refusal):
-                export.fail(answer.code.value[0], answer.message)
-            else:
-                export.reply(answer)
+                export.fail(grpc.StatusCode.INTERNAL.value[0], "the export could not be taken")
 
-    def _export_traces(self, body: bytes | _core.OtlpExport) -> bytes | Refusal:
-        try:
-            partial = self.live.export_traces(body)  # decoded in the core
-        except ValueError as exc:
-            return self._malformed("traces", trace_service_pb2.ExportTraceServiceRequest, exc)
-        if not partial.rejected_spans:
+    def _traces_answer(self, result: ExportTracePartialSuccess | Exception) -> bytes | Refusal:
+        if isinstance(result, Exception):
+            return self._failed("traces", trace_service_pb2.ExportTraceServiceRequest, result)
+        if not result.rejected_spans:
             self._traces_ok.inc()
             return _EMPTY  # every span taken: the empty response
         self.live.metrics.exports.labels("traces", "grpc", "partial").inc()
         response = trace_service_pb2.ExportTraceServiceResponse()
-        response.partial_success.CopyFrom(partial)
+        response.partial_success.CopyFrom(result)
         return response.SerializeToString()
 
-    def _export_logs(self, body: bytes | _core.OtlpExport) -> bytes | Refusal:
-        message = logs_service_pb2.ExportLogsServiceRequest()
-        try:
-            message.ParseFromString(body if isinstance(body, bytes) else body.body())
-        except DecodeError as exc:
-            return self._malformed("logs", logs_service_pb2.ExportLogsServiceRequest, exc)
-        partial = self.live.export_logs(message)
-        result = "partial" if partial.rejected_log_records else "ok"
-        self.live.metrics.exports.labels("logs", "grpc", result).inc()
+    def _logs_answer(self, result: ExportLogsPartialSuccess | Exception) -> bytes | Refusal:
+        if isinstance(result, Exception):
+            return self._failed("logs", logs_service_pb2.ExportLogsServiceRequest, result)
+        outcome = "partial" if result.rejected_log_records else "ok"
+        self.live.metrics.exports.labels("logs", "grpc", outcome).inc()
         response = logs_service_pb2.ExportLogsServiceResponse()
-        if partial.rejected_log_records:
-            response.partial_success.CopyFrom(partial)
+        if result.rejected_log_records:
+            response.partial_success.CopyFrom(result)
         return response.SerializeToString()
+
+    def _failed(self, signal: str, message_type: Any, exc: Exception) -> Refusal:
+        """The status of an export the intake did not take."""
+        if isinstance(exc, ValueError):
+            return self._malformed(signal, message_type, exc)
+        if isinstance(exc, ShuttingDownError):
+            return Refusal(grpc.StatusCode.UNAVAILABLE, "the server is shutting down")
+        log.error("an OTLP/gRPC %s export could not be taken", signal, exc_info=exc)
+        return Refusal(grpc.StatusCode.INTERNAL, "the export could not be taken")
 
     def _malformed(self, signal: str, message_type: Any, exc: Exception) -> Refusal:
         self.live.metrics.exports.labels(signal, "grpc", "malformed").inc()
@@ -129,7 +149,14 @@ class OtlpGrpcReceiver:
     # --- grpc.aio's transport (unix sockets) ------------------------------------------------
 
     async def _aio_export(self, logs: bool, request: bytes, context: Any) -> bytes:
-        answer = self.answer(logs, request)
+        future: asyncio.Future[bytes | Refusal] = asyncio.get_running_loop().create_future()
+
+        def answered(answer: bytes | Refusal) -> None:
+            if not future.done():  # the caller may have gone (cancelled)
+                future.set_result(answer)
+
+        self.take(logs, request, answered)
+        answer = await future
         if isinstance(answer, Refusal):
             await context.abort(answer.code, answer.message)
         assert isinstance(answer, bytes)
@@ -151,6 +178,14 @@ class OtlpGrpcReceiver:
                 LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._aio_logs)}
             ),
         ]
+
+
+def _send(export: _core.OtlpExport, answer: bytes | Refusal) -> None:
+    """Answer the core transport's export."""
+    if isinstance(answer, Refusal):
+        export.fail(answer.code.value[0], answer.message)
+    else:
+        export.reply(answer)
 
 
 class OtlpGrpcServer:
@@ -177,18 +212,6 @@ class OtlpGrpcServer:
         await asyncio.get_running_loop().run_in_executor(None, self.transport.stop, grace)
 
 
-def tls_pem(settings: Settings) -> tuple[bytes, bytes, bytes | None] | None:
-    """The server's TLS settings as PEM bytes for the transport (None: plaintext)."""
-    if settings.tls_cert_file is None or settings.tls_key_file is None:
-        return None
-    ca = settings.tls_client_ca_file
-    return (
-        Path(settings.tls_cert_file).read_bytes(),
-        Path(settings.tls_key_file).read_bytes(),
-        None if ca is None else Path(ca).read_bytes(),
-    )
-
-
 def otlp_grpc_server(
     receiver: OtlpGrpcReceiver,
     address: str,
@@ -205,7 +228,7 @@ def otlp_grpc_server(
     transport refuses the `:authority` that gRPC's C-core clients send there (the socket's
     path; hyperium/h2#487), which every Python, C++ and Ruby exporter would hit."""
     if not address.startswith("unix:"):
-        transport = _core.OtlpGrpcTransport(address, max_message_bytes, token, tls_pem(settings))
+        transport = _core.OtlpGrpcTransport(address, max_message_bytes, token, server_pem(settings))
         return OtlpGrpcServer(receiver, transport), transport.port
     interceptors = [] if token is None else [BearerTokenInterceptor(token)]
     server = grpc.aio.server(

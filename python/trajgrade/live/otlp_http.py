@@ -3,10 +3,12 @@ gzip Content-Encoding, the answer in the request's content type (OTLP/HTTP speci
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aiohttp import web
@@ -18,12 +20,19 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from trajgrade.importers import otlp
 from trajgrade.live.grading import LiveGrader
+from trajgrade.live.intake import ShuttingDownError
 from trajgrade.server.settings import Settings
 
 log = logging.getLogger("trajgrade.live")
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+
+# JSON bodies from this size are parsed on the receiver's own thread, not on the event loop:
+# the protobuf JSON mapping is Python, about 0.3 s per MB here, and the loop assembles and
+# grades every live run (a 12.5 MB body held it 3-4.8 s). The thread shares the interpreter,
+# so the loop still runs between its turns (sys.getswitchinterval(), 5 ms).
+JSON_OFF_LOOP_BYTES = 16 * 1024
 
 
 class OtlpHttpReceiver:
@@ -34,6 +43,12 @@ class OtlpHttpReceiver:
         self._token = None if token is None else token.encode("utf-8")
         self.max_body_bytes = max_body_bytes
         self.draining = False
+        # One thread: large JSON bodies are parsed one at a time, in arrival order.
+        self._json = ThreadPoolExecutor(1, thread_name_prefix="trajgrade-otlp-json")
+
+    def close(self) -> None:
+        """No more exports: the JSON thread ends (after a parse in progress)."""
+        self._json.shutdown(wait=False, cancel_futures=True)
 
     def app(self) -> web.Application:
         # aiohttp inflates gzip (and deflate) request bodies itself; client_max_size bounds
@@ -49,7 +64,9 @@ class OtlpHttpReceiver:
     async def logs(self, request: web.Request) -> web.Response:
         return await self._export(request, "logs", logs_service_pb2.ExportLogsServiceRequest)
 
-    async def _export(self, request: web.Request, signal: str, message_type: Any) -> web.Response:
+    def _refusal(self, request: web.Request, signal: str) -> web.Response | None:
+        """The answer to an export refused before its body is read: an unknown content type,
+        no token, the drain."""
         content_type = request.content_type  # without parameters (charset)
         metrics = self.live.metrics.exports
         if content_type not in (PROTOBUF, JSON):
@@ -69,8 +86,15 @@ class OtlpHttpReceiver:
                 content_type,
             )
         if self.draining:
-            # 503 is retryable for an exporter (OTLP/HTTP): its retry reaches a live replica.
-            return _status(503, code_pb2.UNAVAILABLE, "the server is shutting down", content_type)
+            return _shutting_down(content_type)
+        return None
+
+    async def _export(self, request: web.Request, signal: str, message_type: Any) -> web.Response:
+        refusal = self._refusal(request, signal)
+        if refusal is not None:
+            return refusal
+        content_type = request.content_type
+        metrics = self.live.metrics.exports
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -78,19 +102,13 @@ class OtlpHttpReceiver:
             return _status(
                 413,
                 code_pb2.RESOURCE_EXHAUSTED,
-                f"body over {self.max_body_bytes} bytes (--max-message-bytes)",
+                f"body over {self.max_body_bytes} bytes (--otlp-max-message-bytes)",
                 content_type,
             )
-        message = message_type()
         try:
-            if signal == "traces":
-                # Protobuf bodies are decoded in the core; JSON ones become protobuf first.
-                if content_type != PROTOBUF:
-                    _parse(body, content_type, message)
-                    body = message.SerializeToString()
-                partial: Any = self.live.export_traces(body)
-            else:
-                _parse(body, content_type, message)
+            response, partial, rejected = await self._take(
+                signal, content_type, body, message_type()
+            )
         except (DecodeError, json_format.ParseError, ValueError, TypeError) as exc:
             metrics.labels(signal, "http", "malformed").inc()
             return _status(
@@ -99,17 +117,38 @@ class OtlpHttpReceiver:
                 f"malformed OTLP {signal} export ({content_type}): {exc}",
                 content_type,
             )
-        if signal == "traces":
-            response: Message = trace_service_pb2.ExportTraceServiceResponse()
-            rejected = partial.rejected_spans
-        else:
-            partial = self.live.export_logs(message)
-            response = logs_service_pb2.ExportLogsServiceResponse()
-            rejected = partial.rejected_log_records
+        except ShuttingDownError:
+            return _shutting_down(content_type)
         if rejected:
             response.partial_success.CopyFrom(partial)  # type: ignore[attr-defined]
         metrics.labels(signal, "http", "partial" if rejected else "ok").inc()
         return _message(200, response, content_type)
+
+    async def _take(
+        self, signal: str, content_type: str, body: bytes, message: Any
+    ) -> tuple[Message, Any, int]:
+        """Decode the body and take the export in the intake's order: the response to fill,
+        the partial success, and how many spans or records it rejected."""
+        if content_type == JSON:
+            await self._parse_json(body, message)
+        elif signal == "logs":
+            _parse(body, content_type, message)
+        if signal == "traces":
+            # Protobuf bodies are decoded in the core; JSON ones become protobuf first.
+            if content_type == JSON:
+                body = message.SerializeToString()
+            traces = await self.live.traces(body)
+            return trace_service_pb2.ExportTraceServiceResponse(), traces, traces.rejected_spans
+        logs = await self.live.logs(message)
+        return logs_service_pb2.ExportLogsServiceResponse(), logs, logs.rejected_log_records
+
+    async def _parse_json(self, body: bytes, message: Any) -> None:
+        """Fill `message` from an OTLP/JSON body: a large one on the receiver's JSON thread."""
+        if len(body) < JSON_OFF_LOOP_BYTES:
+            _parse(body, JSON, message)
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._json, _parse, body, JSON, message)
 
     def _allowed(self, request: web.Request) -> bool:
         if self._token is None:
@@ -142,6 +181,11 @@ def _message(status: int, message: Message, content_type: str) -> web.Response:
         text = json_format.MessageToJson(message, indent=None)
         return web.Response(status=status, body=text.encode(), content_type=JSON)
     return web.Response(status=status, body=message.SerializeToString(), content_type=PROTOBUF)
+
+
+def _shutting_down(content_type: str) -> web.Response:
+    # 503 is retryable for an exporter (OTLP/HTTP): its retry reaches a live replica.
+    return _status(503, code_pb2.UNAVAILABLE, "the server is shutting down", content_type)
 
 
 def _status(status: int, code: int, text: str, content_type: str) -> web.Response:

@@ -29,6 +29,7 @@ from trajgrade.server.batcher import Batcher
 from trajgrade.server.metrics import ServerMetrics
 from trajgrade.server.servicer import SERVICE_NAME, GraderServicer, generic_handler
 from trajgrade.server.settings import Settings
+from trajgrade.server.tls import server_credentials
 
 log = logging.getLogger("trajgrade.server")
 
@@ -73,23 +74,6 @@ def make_grader(settings: Settings) -> _core.Grader:
         limits,
         threads=settings.grade_threads,
         max_registered_suites=settings.max_registered_suites,
-    )
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
-    """TLS credentials (mutual when a client CA is set), or None for plaintext."""
-    if settings.tls_cert_file is None or settings.tls_key_file is None:
-        return None
-    client_ca = None if settings.tls_client_ca_file is None else _read(settings.tls_client_ca_file)
-    return grpc.ssl_server_credentials(
-        [(_read(settings.tls_key_file), _read(settings.tls_cert_file))],
-        root_certificates=client_ca,
-        require_client_auth=client_ca is not None,
     )
 
 
@@ -267,14 +251,14 @@ class GradingServer:
                 token=token,
                 settings=s,
                 credentials=credentials,
-                max_message_bytes=s.max_message_bytes,
+                max_message_bytes=s.otlp_max_message_bytes,
             )
             await server.start()
             self._otlp_grpc = (receiver, server)
             self.otlp_grpc_port = port
             log.info("OTLP/gRPC receiver on %s", s.otlp_grpc_address, extra={"port": port})
         if s.otlp_http_address is not None:
-            http = OtlpHttpReceiver(self.live, token, s.max_message_bytes)
+            http = OtlpHttpReceiver(self.live, token, s.otlp_max_message_bytes)
             runner, bound = await start_http(http, s.otlp_http_address, ssl_context(s))
             self._otlp_http = (http, runner)
             self.otlp_http_port = bound
@@ -293,6 +277,7 @@ class GradingServer:
             await self._otlp_grpc[1].stop(_STOP_GRACE_S)
         if self._otlp_http is not None:
             await self._otlp_http[1].cleanup()
+            self._otlp_http[0].close()
 
     def reload_routes(self) -> None:
         """SIGHUP: reload the live routes file (no-op without live grading)."""

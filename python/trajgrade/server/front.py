@@ -24,6 +24,7 @@ import grpc
 from trajgrade import _core
 from trajgrade.live.watch import WatchHub, core_hub
 from trajgrade.server.settings import Settings
+from trajgrade.server.tls import server_pem
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 # A unix socket's path holds at most 107 bytes (sun_path); "/grader.sock" takes 12.
@@ -50,7 +51,6 @@ class CoreFront:
     def __init__(self, settings: Settings, hub: WatchHub, metrics: Any) -> None:
         self.settings = settings
         self.metrics = metrics
-        self.hub = hub
         self.core = core_hub(settings.watch_queue_size)
         hub.core = self.core
         self._directory = Path(tempfile.mkdtemp(prefix="trajgrade-"))  # 0700
@@ -69,10 +69,8 @@ class CoreFront:
     def start(self, token: str | None) -> dict[str, int]:
         """Bind every TCP listen address (after grpc.aio serves its socket); the bound port of
         each."""
-        from trajgrade.live.otlp_grpc import tls_pem  # noqa: PLC0415 - the live package's
-
         s = self.settings
-        tls = tls_pem(s)
+        tls = server_pem(s)
         ports = {}
         for address in filter(is_tcp, s.listen):
             front = _core.GraderFront(

@@ -210,6 +210,12 @@ class Settings:
         f"unix:/path; the flag alone or 'default' is {DEFAULT_OTLP_HTTP} (off when unset)",
         _opt_str,
     )
+    otlp_max_message_bytes: int = _setting(
+        4 * MIB,
+        "largest OTLP export accepted (gRPC message or inflated HTTP body), in bytes; as the "
+        "OpenTelemetry Collector's receiver, 4 MiB: bounds what one export holds the intake",
+        int,
+    )
     routes: str | None = _setting(
         None,
         "YAML routes file: which suites grade which received traces (reloaded on SIGHUP and on "
@@ -369,6 +375,7 @@ class Settings:
             "live_max_open_traces",
             "live_max_spans_per_trace",
             "live_max_bytes",
+            "otlp_max_message_bytes",
             "live_late_memory",
             "watch_queue_size",
             "live_early_max_spans",

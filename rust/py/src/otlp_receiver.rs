@@ -164,9 +164,27 @@ where
             let mut grpc = Grpc::new(RawCodec)
                 .accept_compressed(CompressionEncoding::Gzip)
                 .apply_max_message_size_config(Some(max), Some(max));
-            Ok(grpc.unary(export, request).await)
+            Ok(too_large_exhausted(grpc.unary(export, request).await, max))
         })
     }
+}
+
+/// tonic refuses a request over the size limit with `OUT_OF_RANGE`, which OTLP exporters retry
+/// (the same export, refused again, until their timeout); grpc's own servers, and the OTLP
+/// specification for a request too large, say `RESOURCE_EXHAUSTED` without retry info: not
+/// retried. The refusal is a trailers-only response, so its status is in the headers.
+fn too_large_exhausted(
+    response: http::Response<tonic::body::Body>,
+    max: usize,
+) -> http::Response<tonic::body::Body> {
+    let out_of_range = i32::from(tonic::Code::OutOfRange).to_string();
+    if response.headers().get("grpc-status").is_some_and(|code| code == out_of_range.as_str()) {
+        return Status::resource_exhausted(format!(
+            "the export is over {max} bytes (--otlp-max-message-bytes): send smaller batches"
+        ))
+        .into_http();
+    }
+    response
 }
 
 /// An export taken by the event loop: its body, and how to answer it (once).
