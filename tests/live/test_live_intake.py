@@ -131,8 +131,10 @@ async def test_an_export_taken_while_another_is_sliced_waits_behind_it(
     assert len(grader.intake) == 1  # part-taken: its next slices wait for the loop
     grader.take_traces(marker, answers.append)
     assert len(grader.intake) == 2
+    assert live.metric("trajgrade_live_exports_waiting") == 2
     await eventually(lambda: len(answers) == 2)
     assert answers == [ExportTracePartialSuccess(), ExportTracePartialSuccess()]
+    assert live.metric("trajgrade_live_exports_waiting") == 0
     total = len(first) + len(others)
     assert live.metric("trajgrade_live_spans_total", outcome="accepted") == total
     assert live.metric("trajgrade_live_spans_total", outcome="late") == 0

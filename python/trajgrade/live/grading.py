@@ -314,6 +314,7 @@ class LiveGrader:
         assembler = self.assembler
         metrics.open_traces.set_function(lambda: assembler.open_runs)
         metrics.held_bytes.set_function(lambda: assembler.bytes_held)
+        metrics.exports_waiting.set_function(self.intake.__len__)
         metrics.graded_ids.set_function(lambda: assembler.graded_ids)
         metrics.watchers.set_function(self.hub.__len__)
         self.sink = (

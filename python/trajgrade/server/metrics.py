@@ -101,6 +101,11 @@ class LiveMetrics:
         self.open_traces = Gauge(
             "trajgrade_live_open_traces", "Runs being assembled.", registry=registry
         )
+        self.exports_waiting = Gauge(
+            "trajgrade_live_exports_waiting",
+            "Exports accepted and not yet taken: behind a large one taken in slices.",
+            registry=registry,
+        )
         self.held_bytes = Gauge(
             "trajgrade_live_held_bytes", "Span bytes held by open runs.", registry=registry
         )
