@@ -193,5 +193,11 @@ async def test_an_export_over_the_otlp_size_limit_is_refused_on_both_transports(
     ):
         assert response.status == 413
     assert live.metric("trajgrade_live_spans_total", outcome="accepted") == 0
+    # Counted, though no span reached the intake (gRPC: taken from the transport each second).
+    for transport in ("grpc", "http"):
+        labels = {"signal": "traces", "transport": transport, "result": "too_large"}
+        await eventually(
+            lambda labels=labels: live.metric("trajgrade_live_export_requests_total", **labels) == 1
+        )
     await live.export(export_request(run))
     assert live.metric("trajgrade_live_spans_total", outcome="accepted") == len(run)

@@ -566,6 +566,9 @@ class OtlpGrpcTransport:
         as they arrive, on the transport's thread."""
     def set_draining(self) -> None:
         """Answer new exports UNAVAILABLE without handing them over."""
+    def take_too_large(self) -> tuple[int, int]:
+        """The exports refused as over the size limit since the last call (RESOURCE_EXHAUSTED,
+        never handed over): (traces, logs)."""
     def stop(self, grace_s: float) -> None:
         """Stop listening; calls in flight get grace_s to finish (blocks: off the loop)."""
 

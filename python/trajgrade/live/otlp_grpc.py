@@ -34,6 +34,8 @@ from trajgrade.server.tls import server_pem
 log = logging.getLogger("trajgrade.live")
 
 _EMPTY = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+# How often the transport's refusals of exports too large are taken into the metrics.
+_COUNT_EVERY_S = 1.0
 TRACE_SERVICE = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 LOGS_SERVICE = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
 
@@ -197,19 +199,40 @@ class OtlpGrpcServer:
         self.transport = transport
         receiver.transport = transport
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._counting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         # Exports arriving from now on are decoded with the intake's keys on the transport.
         self.transport.set_keys(self.receiver.live.intake_keys())
         self._loop.add_reader(self.transport.fileno(), self.receiver.on_readable)
+        self._counting = self._loop.create_task(self._count_forever())
+
+    def count(self) -> None:
+        """The exports the transport refused as too large (Python never saw them), into the
+        exports metric."""
+        exports = self.receiver.live.metrics.exports
+        for signal, refused in zip(
+            ("traces", "logs"), self.transport.take_too_large(), strict=True
+        ):
+            if refused:
+                exports.labels(signal, "grpc", "too_large").inc(refused)
+
+    async def _count_forever(self) -> None:
+        while True:
+            await asyncio.sleep(_COUNT_EVERY_S)
+            self.count()
 
     async def stop(self, grace: float) -> None:
         """Stop listening; calls in flight get `grace` seconds (off the loop) to finish."""
+        if self._counting is not None:
+            self._counting.cancel()
+            self._counting = None
         if self._loop is not None:
             self._loop.remove_reader(self.transport.fileno())
             self._loop = None
         await asyncio.get_running_loop().run_in_executor(None, self.transport.stop, grace)
+        self.count()
 
 
 def otlp_grpc_server(

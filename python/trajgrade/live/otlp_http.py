@@ -98,7 +98,7 @@ class OtlpHttpReceiver:
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            metrics.labels(signal, "http", "malformed").inc()
+            metrics.labels(signal, "http", "too_large").inc()
             return _status(
                 413,
                 code_pb2.RESOURCE_EXHAUSTED,

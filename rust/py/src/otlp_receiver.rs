@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -62,6 +62,9 @@ struct Shared {
     /// The attribute keys the loop's intake reads (`set_keys`): a traces export's heads are
     /// decoded with them before it is queued.
     keys: Mutex<Arc<Vec<String>>>,
+    /// Exports refused as over the size limit (traces, logs), never seen by Python: taken
+    /// into the exports metric by `take_too_large`.
+    too_large: [AtomicU64; 2],
 }
 
 impl Shared {
@@ -158,13 +161,19 @@ where
             );
             return Box::pin(async move { Ok(status.into_http()) });
         }
+        let shared = Arc::clone(&self.shared);
         let export = Export { shared: Arc::clone(&self.shared), logs };
         let max = self.max_message_bytes;
         Box::pin(async move {
             let mut grpc = Grpc::new(RawCodec)
                 .accept_compressed(CompressionEncoding::Gzip)
                 .apply_max_message_size_config(Some(max), Some(max));
-            Ok(too_large_exhausted(grpc.unary(export, request).await, max))
+            let response = grpc.unary(export, request).await;
+            let (response, too_large) = too_large_exhausted(response, max);
+            if too_large {
+                shared.too_large[usize::from(logs)].fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(response)
         })
     }
 }
@@ -172,19 +181,20 @@ where
 /// tonic refuses a request over the size limit with `OUT_OF_RANGE`, which OTLP exporters retry
 /// (the same export, refused again, until their timeout); grpc's own servers, and the OTLP
 /// specification for a request too large, say `RESOURCE_EXHAUSTED` without retry info: not
-/// retried. The refusal is a trailers-only response, so its status is in the headers.
+/// retried. The refusal is a trailers-only response, so its status is in the headers. True
+/// with the response when it was such a refusal.
 fn too_large_exhausted(
     response: http::Response<tonic::body::Body>,
     max: usize,
-) -> http::Response<tonic::body::Body> {
+) -> (http::Response<tonic::body::Body>, bool) {
     let out_of_range = i32::from(tonic::Code::OutOfRange).to_string();
     if response.headers().get("grpc-status").is_some_and(|code| code == out_of_range.as_str()) {
-        return Status::resource_exhausted(format!(
+        let status = Status::resource_exhausted(format!(
             "the export is over {max} bytes (--otlp-max-message-bytes): send smaller batches"
-        ))
-        .into_http();
+        ));
+        return (status.into_http(), true);
     }
-    response
+    (response, false)
 }
 
 /// An export taken by the event loop: its body, and how to answer it (once).
@@ -273,6 +283,7 @@ impl PyOtlpGrpcTransport {
             draining: AtomicBool::new(false),
             token: token.map(|t| t.as_bytes().to_vec()),
             keys: Mutex::new(Arc::new(Vec::new())),
+            too_large: [AtomicU64::new(0), AtomicU64::new(0)],
         });
         // TCP only: live/otlp_grpc.py serves unix sockets on grpc.aio (hyperium/h2#487).
         let bound = bind("trajgrade-otlp", address, tls)?;
@@ -308,6 +319,12 @@ impl PyOtlpGrpcTransport {
     /// they arrive (an export decoded with others is decoded again by `OtlpExport.spans`).
     fn set_keys(&self, keys: Vec<String>) {
         *self.shared.keys.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
+    }
+
+    /// The exports refused as over the size limit since the last call: (traces, logs).
+    fn take_too_large(&self) -> (u64, u64) {
+        let [traces, logs] = &self.shared.too_large;
+        (traces.swap(0, Ordering::Relaxed), logs.swap(0, Ordering::Relaxed))
     }
 
     /// From now on, exports are answered UNAVAILABLE (retryable) without reaching Python.
