@@ -72,12 +72,7 @@ class Intake:
 
     async def run(self, steps: Steps[T]) -> T:
         """submit(), awaited: the answer, or the exception raised."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-
-        def done(result: Any) -> None:
-            if not future.done():  # the caller may have gone (cancelled)
-                future.set_result(result)
-
+        future, done = awaited_answer()
         self.submit(steps, done)
         result = await future
         if isinstance(result, Exception):
@@ -120,6 +115,18 @@ class Intake:
             self._task = None
 
 
+def awaited_answer() -> tuple[asyncio.Future[Any], Done]:
+    """A future on the running loop, and the `done` that sets it (a no-op once the caller
+    is gone: the future cancelled)."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    def done(result: Any) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    return future, done
+
+
 def run_through(steps: Steps[T]) -> T:
     """An export's steps in one piece, here (benchmarks of the intake's cost)."""
     while True:
@@ -134,6 +141,9 @@ def slices(rows: list[SpanRow], size: int | None = None) -> Iterator[list[SpanRo
     never between two rows of one trace (a request may hold a trace in several places): at
     least one slice."""
     size = SLICE_SPANS if size is None else size
+    if not rows or rows[-1][2] - rows[0][1] <= size:
+        yield rows  # the common export: one slice, no cut to look for
+        return
     last = {row[0]: index for index, row in enumerate(rows)}
     start = spans = 0
     reach = -1  # the last row of a trace already in this slice

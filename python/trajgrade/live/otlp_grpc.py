@@ -26,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from trajgrade import _core
 from trajgrade.live.grading import LiveGrader
-from trajgrade.live.intake import ShuttingDownError
+from trajgrade.live.intake import ShuttingDownError, awaited_answer
 from trajgrade.server.auth import BearerTokenInterceptor
 from trajgrade.server.settings import Settings
 from trajgrade.server.tls import server_pem
@@ -151,12 +151,7 @@ class OtlpGrpcReceiver:
     # --- grpc.aio's transport (unix sockets) ------------------------------------------------
 
     async def _aio_export(self, logs: bool, request: bytes, context: Any) -> bytes:
-        future: asyncio.Future[bytes | Refusal] = asyncio.get_running_loop().create_future()
-
-        def answered(answer: bytes | Refusal) -> None:
-            if not future.done():  # the caller may have gone (cancelled)
-                future.set_result(answer)
-
+        future, answered = awaited_answer()
         self.take(logs, request, answered)
         answer = await future
         if isinstance(answer, Refusal):
